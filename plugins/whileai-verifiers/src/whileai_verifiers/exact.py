@@ -1,0 +1,81 @@
+"""ExactMatch: string equality after normalisation.
+
+Defaults follow the SQuAD evaluation script's ``normalize_answer`` (lower case, punctuation and
+the articles a/an/the removed, whitespace collapsed), the convention most QA benchmarks grade by.
+Each step can be switched off.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+from whileai.grading import Verdict
+
+from whileai_verifiers import __version__
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+class ExactMatch:
+    """1.0 when the completion equals the reference (or any of a list of references)."""
+
+    name = "ExactMatch"
+    version = __version__
+
+    def __init__(
+        self,
+        *,
+        ignore_case: bool = True,
+        ignore_punctuation: bool = True,
+        ignore_articles: bool = True,
+        collapse_whitespace: bool = True,
+        strip: bool = True,
+        unicode_normalize: str | None = "NFKC",
+    ) -> None:
+        if unicode_normalize not in (None, "NFC", "NFD", "NFKC", "NFKD"):
+            raise ValueError(
+                f"unicode_normalize must be None, NFC, NFD, NFKC or NFKD, got {unicode_normalize!r}"
+            )
+        self.options = {
+            "ignore_case": ignore_case,
+            "ignore_punctuation": ignore_punctuation,
+            "ignore_articles": ignore_articles,
+            "collapse_whitespace": collapse_whitespace,
+            "strip": strip,
+            "unicode_normalize": unicode_normalize,
+        }
+        self.meta = {"options": dict(self.options)}
+
+    def normalize(self, text: str) -> str:
+        o = self.options
+        if o["unicode_normalize"]:
+            text = unicodedata.normalize(o["unicode_normalize"], text)
+        if o["ignore_case"]:
+            text = text.lower()
+        if o["ignore_punctuation"]:
+            text = text.translate(_PUNCT)
+        if o["ignore_articles"]:
+            text = _ARTICLES.sub(" ", text)
+        if o["collapse_whitespace"]:
+            text = " ".join(text.split())
+        elif o["strip"]:
+            text = text.strip()
+        return text
+
+    def verify(self, completion: str, reference: Any, prompt: str | None = None) -> Verdict:
+        if reference is None:
+            return Verdict.error("no reference to compare with (privileged.reference is empty)")
+        references: Sequence[Any] = (
+            reference if isinstance(reference, list | tuple) else [reference]
+        )
+        got = self.normalize(completion)
+        for ref in references:
+            if got == self.normalize(str(ref)):
+                return Verdict(1.0, f"matches {str(ref)!r}")
+        shown = str(references[0]) if len(references) == 1 else f"any of {len(references)}"
+        return Verdict(0.0, f"{got!r} does not match {shown!r} after normalisation")

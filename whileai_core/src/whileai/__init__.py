@@ -1,0 +1,56 @@
+"""whileai: make and measure LLM agent rollouts.
+
+``import whileai as wai`` is the whole public surface. Names are imported on first use, so
+``import whileai`` is cheap and loads no plugin; plugins load when something first resolves a
+name (``wai.verify.MathEqual()``, ``wai.plugins()``, ``wai.simulate(...)``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from whileai.hookspecs import hookimpl
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it. A module exported as itself maps to its own path.
+_EXPORTS: dict[str, str] = {
+    # plugins and their contract
+    "plugins": "whileai.plugins:",
+    "Registry": "whileai.plugins",
+    "UnknownPluginError": "whileai.plugins",
+    "DuplicatePluginError": "whileai.plugins",
+    "verify": "whileai.verify:",
+    # rows and their schema
+    "Task": "whileai.simulations.schema",
+    "Rollout": "whileai.simulations.schema",
+    "Judgment": "whileai.simulations.schema",
+    "Marker": "whileai.simulations.schema",
+    "RowError": "whileai.simulations.schema",
+    "to_row": "whileai.simulations.schema",
+    "from_row": "whileai.simulations.schema",
+    "task_key": "whileai.simulations.schema",
+    "export_row": "whileai.simulations.privacy",
+    "export_rows": "whileai.simulations.privacy",
+    "Verdict": "whileai.grading",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'whileai' has no attribute {name!r}")
+    if target.endswith(":"):
+        value: Any = importlib.import_module(target[:-1])
+    else:
+        value = getattr(importlib.import_module(target), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = ["__version__", "hookimpl", *_EXPORTS]

@@ -1,0 +1,148 @@
+"""The plugin contract: every hook a whileai plugin can implement.
+
+A plugin is any module or object with functions decorated by ``whileai.hookimpl`` and named
+after one of the specs below. Built-in plugins and third-party ones are loaded the same way,
+from the entry-point group ``whileai``::
+
+    [project.entry-points.whileai]
+    my_verifiers = "my_package.plugin"
+
+Registration hooks receive a ``register`` callback instead of returning lists, so that every
+registered item is recorded with the plugin and distribution that provided it (each hook
+implementation is called on its own). Lifecycle hooks are observers: an exception raised in one
+is recorded in the run's warnings and never stops the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import pluggy
+
+PROJECT_NAME = "whileai"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class Register(Protocol):
+    """The callback every registration hook receives.
+
+    ``name`` is what users write (``"MathEqual"``, ``"openai"``); ``factory`` builds the thing
+    (for a provider of ``prefix:argument`` specs it receives the argument first); ``aliases``
+    are other names that resolve to the same factory; ``description`` is one line shown by
+    ``whileai plugins``.
+    """
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        aliases: Sequence[str] = (),
+        description: str = "",
+    ) -> None: ...
+
+
+@hookspec
+def whileai_register_backends(register: Register) -> None:
+    """Register model backends.
+
+    A backend factory is called as ``factory(argument, **options)`` where ``argument`` is the
+    part of the spec after ``prefix:`` (``"gpt-4o"`` for ``"openai:gpt-4o"``), the whole URL for
+    the provider registered as ``"url"``, or ``None`` for a bare name. It returns an object with
+    an async ``complete(messages, tools=None, sampling=None, logprobs=False,
+    response_format=None)`` returning a ``whileai.backends.Completion``.
+    """
+
+
+@hookspec
+def whileai_register_verifiers(register: Register) -> None:
+    """Register verifiers: programmatic graders such as ``MathEqual`` or ``CodeExec``.
+
+    A verifier factory takes keyword options and returns an object with a ``name``, a
+    ``version`` and ``verify(completion, reference, prompt=None) -> whileai.grading.Verdict``.
+    ``wai.verify.<Name>(**options)`` calls the factory.
+    """
+
+
+@hookspec
+def whileai_register_judges(register: Register) -> None:
+    """Register judges: graders that read a whole row (an LLM rubric judge, a world's checks).
+
+    A judge factory returns a callable ``judge(row) -> Verdict`` (sync or async) with a
+    ``name`` and a ``version`` attribute.
+    """
+
+
+@hookspec
+def whileai_register_markers(register: Register) -> None:
+    """Register markers: behaviour measurements taken on every finished rollout.
+
+    A marker factory returns a callable ``marker(row) -> float | int | bool | None``; the
+    value lands in ``row["markers"][name]`` (``None`` means "does not apply" and is omitted).
+    """
+
+
+@hookspec
+def whileai_register_strategies(register: Register) -> None:
+    """Register situation-selection strategies (how ``simulate`` spreads situations across
+    ``dimensions``).
+
+    A strategy factory returns an object with ``choose(dimensions, n, rng, arm_weights)``
+    returning ``n`` situation specs (mappings of dimension name to value, plus ``arm`` and
+    ``selection_reason``).
+    """
+
+
+@hookspec
+def whileai_register_worlds(register: Register) -> None:
+    """Register mock worlds: the tools an agent may call and the state they act on.
+
+    A world factory returns a world whose ``tools()`` lists OpenAI-format tool schemas, whose
+    ``new_episode(situation, rng)`` gives a fresh per-rollout state, and whose episodes answer
+    ``call(name, arguments)``; see ``whileai.worlds`` for the full protocol.
+    """
+
+
+@hookspec
+def whileai_register_executors(register: Register) -> None:
+    """Register executors: where rollouts run (in this process, or across a Ray cluster).
+
+    An executor factory returns an object whose async ``run(jobs, concurrency)`` yields
+    finished rows as they complete.
+    """
+
+
+@hookspec
+def whileai_run_started(run_id: str, knobs: Mapping[str, Any], total: int) -> None:
+    """Observe a run starting: its id, its resolved knobs and how many rollouts it plans."""
+
+
+@hookspec
+def whileai_rollout_finished(run_id: str, row: Mapping[str, Any], done: int, total: int) -> None:
+    """Observe one finished rollout (the exported row, privileged fields already removed)."""
+
+
+@hookspec
+def whileai_run_finished(run_id: str, report: Mapping[str, Any]) -> None:
+    """Observe a run finishing, with the run's report as ``data.report()`` returns it."""
+
+
+#: The registration hook for each kind of registered thing.
+REGISTRATION_HOOKS: dict[str, str] = {
+    "backend": "whileai_register_backends",
+    "verifier": "whileai_register_verifiers",
+    "judge": "whileai_register_judges",
+    "marker": "whileai_register_markers",
+    "strategy": "whileai_register_strategies",
+    "world": "whileai_register_worlds",
+    "executor": "whileai_register_executors",
+}
+
+#: Hooks that observe a run; a failure in one is a warning, never an error.
+LIFECYCLE_HOOKS: tuple[str, ...] = (
+    "whileai_run_started",
+    "whileai_rollout_finished",
+    "whileai_run_finished",
+)

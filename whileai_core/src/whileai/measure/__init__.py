@@ -1,0 +1,1 @@
+"""Measurements over rows: every call reads the five row keys and groups by ``task_key``."""
