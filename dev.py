@@ -3,6 +3,7 @@
 
     python3 dev.py demo    # the offline demo (the main job)
     python3 dev.py test    # lint, type check, every test, and the core-only check
+    python3 dev.py bench NAME   # one benchmark from benchmarks/, peers installed beside it
 
 It installs a pinned uv into .cache/bootstrap, syncs the workspace into .venv (uv caches the
 llama-cpp-python build, so only the first sync compiles it), and runs inside that environment.
@@ -78,6 +79,20 @@ def test(extra: list[str]) -> None:
     core_only()
 
 
+def bench(extra: list[str]) -> None:
+    """Run one benchmark (benchmarks/<name>.py) with its peers installed beside whileai."""
+    if not extra:
+        names = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py"))
+        print("benchmarks:", ", ".join(names) or "(none)")
+        return
+    run(uv(), "sync", "--all-packages", "--group", "bench", "--python", sys.executable)
+    # lm-evaluation-harness's 13-gram Janitor is pure Python, but the package pulls in torch:
+    # take the package alone, the way the decontamination benchmark imports it.
+    run(uv(), "pip", "install", "-q", "--python", bin_("python"), "--no-deps", "lm-eval==0.4.13")
+    name = extra[0] if extra[0].endswith(".py") else f"{extra[0]}.py"
+    run(bin_("python"), ROOT / "benchmarks" / Path(name).name, *extra[1:])
+
+
 def main(argv: list[str]) -> None:
     commands = {
         "demo": lambda: demo(argv[1:]),
@@ -85,6 +100,7 @@ def main(argv: list[str]) -> None:
         "sync": sync,
         "lint": lambda: (sync(), lint()),
         "core-only": core_only,
+        "bench": lambda: bench(argv[1:]),
     }
     if not argv or argv[0] not in commands:
         print(f"usage: python3 dev.py {{{'|'.join(commands)}}} [args]", file=sys.stderr)

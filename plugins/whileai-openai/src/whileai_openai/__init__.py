@@ -1,0 +1,5 @@
+"""OpenAI-compatible backends for whileai (openai:, vllm:, bare URLs) over httpx."""
+
+from importlib.metadata import version
+
+__version__ = version("whileai-openai")

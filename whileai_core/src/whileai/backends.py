@@ -1,0 +1,166 @@
+"""The backend interface: how the engine, the writer, the simulated user and the judge talk to a
+model, whichever plugin serves it.
+
+A backend is what a ``whileai_register_backends`` factory returns: an object with a ``name``
+(the spec it was resolved from) and an async ``complete(...)`` returning a :class:`Completion`.
+Backend plugins raise :class:`BackendError` for a call that failed after its retries; the
+engine records it on that rollout's row and the run goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from whileai.plugins import Registry, get_registry
+
+#: Environment variables that choose each role's model (a spec: ``openai:<model>``,
+#: ``vllm:<model>@<url>``, a bare URL, ``local:smollm2`` or a third-party backend name).
+ROLE_ENV = {
+    "agent": "WHILEAI_AGENT",
+    "simulator": "WHILEAI_SIMULATOR",
+    "user": "WHILEAI_USER",
+    "judge": "WHILEAI_JUDGE",
+}
+#: The OpenAI-compatible endpoint the hosted defaults are reached through, and its key.
+BASE_URL_ENV = "WHILEAI_BASE_URL"
+API_KEY_ENV = "WHILEAI_API_KEY"
+#: The hosted defaults (seed pages): rollouts from Qwen, judging by Phi-4, so a judge never
+#: grades its own model's writing.
+DEFAULT_AGENT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+DEFAULT_JUDGE_MODEL = "microsoft/phi-4"
+#: What serves every role when no endpoint is configured: the embedded model, offline.
+EMBEDDED_SPEC = "local:smollm2"
+
+
+@attrs.frozen
+class ToolCall:
+    """A function call the model asked for (OpenAI format, arguments already parsed)."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the raw argument text when it was not valid JSON (arguments is then empty)
+    raw_arguments: str | None = None
+
+
+@attrs.frozen
+class Sampling:
+    """How a call samples. ``None`` fields fall back to the backend's own defaults."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+
+    @classmethod
+    def coerce(cls, value: Sampling | Mapping[str, Any] | None) -> Sampling:
+        if value is None:
+            return cls()
+        if isinstance(value, Sampling):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"sampling must be a mapping or Sampling, got {type(value).__name__}")
+        known = {f.name for f in attrs.fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"sampling has unknown keys {unknown}; known: {sorted(known)}")
+        data = dict(value)
+        if data.get("stop") is not None:
+            data["stop"] = tuple(data["stop"])
+        return cls(**data)
+
+
+@attrs.frozen
+class Completion:
+    """One model answer, with what the server reported about it."""
+
+    text: str
+    model: str
+    #: temperature, max_tokens and model, as resolved for this call
+    sampling: Mapping[str, Any]
+    tool_calls: tuple[ToolCall, ...] = ()
+    #: "stop", "tool_calls", or "truncated" (cut at the token cap)
+    finish_reason: str = "stop"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    #: with logprobs=True: summed log-probability of the generated tokens, and their count
+    logprob: float | None = None
+    n_tokens: int | None = None
+    #: how many times the call was retried (rate limits, 5xx) before this answer
+    retries: int = 0
+    #: seconds spent waiting on Retry-After / back-off before this answer
+    waited_s: float = 0.0
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "truncated"
+
+
+class BackendError(RuntimeError):
+    """A model call that failed for good (after retries). ``kind`` says how."""
+
+    def __init__(self, message: str, *, kind: str = "error", retries: int = 0) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retries = retries
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every backend plugin's factory returns."""
+
+    name: str
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        sampling: Sampling | Mapping[str, Any] | None = None,
+        *,
+        logprobs: bool = False,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion: ...
+
+
+def default_spec(role: str, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The spec a role uses when the caller gave none, and why (for the run's report).
+
+    ``WHILEAI_<ROLE>`` wins; else, with ``WHILEAI_BASE_URL`` set, the hosted default model of
+    the role on that endpoint; else the embedded model.
+    """
+    if role not in ROLE_ENV:
+        raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLE_ENV)}")
+    env = os.environ if environ is None else environ
+    explicit = env.get(ROLE_ENV[role], "").strip()
+    if explicit:
+        return explicit, f"from {ROLE_ENV[role]}"
+    base_url = env.get(BASE_URL_ENV, "").strip()
+    if base_url:
+        model = DEFAULT_JUDGE_MODEL if role == "judge" else DEFAULT_AGENT_MODEL
+        return f"vllm:{model}@{base_url}", f"hosted default on {BASE_URL_ENV}"
+    return EMBEDDED_SPEC, f"no endpoint configured ({BASE_URL_ENV} unset): the embedded model"
+
+
+def resolve_backend(
+    spec: str | Backend | None,
+    *,
+    role: str = "agent",
+    registry: Registry | None = None,
+    environ: Mapping[str, str] | None = None,
+    **options: Any,
+) -> Backend:
+    """A backend for a spec, an object that already is one, or the role's default."""
+    if spec is not None and not isinstance(spec, str):
+        if isinstance(spec, Backend):
+            return spec
+        raise TypeError(f"a {role} model must be a spec string or a backend, got {spec!r}")
+    chosen = spec if spec is not None else default_spec(role, environ)[0]
+    backend = get_registry(registry).resolve("backend", chosen, **options)
+    if not isinstance(backend, Backend):
+        raise TypeError(f"backend {chosen!r} does not implement complete(messages, ...)")
+    return backend  # type: ignore[no-any-return]
