@@ -1,0 +1,136 @@
+"""The mock-world contract: the tools an agent may call, per-rollout state, and faults.
+
+A world plugin (``whileai_register_worlds``) registers a factory returning a :class:`World`.
+For every rollout the engine asks the world for a fresh :class:`Episode` (state is never shared
+between rollouts), offers ``world.tools()`` to the agent, and routes each tool call to
+``episode.call``. The episode decides, from its :class:`FaultPlan`, whether a call fails
+(timeout, error response, rate limit, stale or partial data, malformed payload) and records
+every fault that fired. At the end ``episode.state()`` goes on the row as ``world_state`` and
+``episode.check(...)`` grades what the rollout reached.
+
+Situations are what the agent is put in. A world can write them from templates
+(``template_situation``), which is what the offline demo uses, because a small model writes
+poor situations; a model writer fills the same :class:`Situation` record.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from whileai.grading import Verdict
+
+#: Every fault kind a plan may list.
+FAULT_KINDS: tuple[str, ...] = ("timeout", "error", "rate_limit", "stale", "partial", "malformed")
+
+
+@attrs.frozen
+class FaultPlan:
+    """Which faults a world may inject, and at what rate.
+
+    ``rate=None`` means the plan has no rate of its own: it fires at the world's
+    ``default_fault_rate`` (the run's report says which applied, in ``world_note``).
+    """
+
+    kinds: tuple[str, ...] = FAULT_KINDS
+    rate: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in FAULT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown fault kinds {unknown}; kinds are {', '.join(FAULT_KINDS)}")
+        if not self.kinds:
+            raise ValueError("a fault plan needs at least one fault kind")
+        if self.rate is not None and not 0 <= self.rate <= 1:
+            raise ValueError(f"fault plan rate must lie in [0, 1], got {self.rate!r}")
+
+    def effective_rate(self, default_fault_rate: float) -> float:
+        return self.rate if self.rate is not None else default_fault_rate
+
+
+@attrs.frozen
+class Situation:
+    """One situation, as the writer wrote it.
+
+    ``prompt`` is the user's first message. ``persona`` and ``patience`` (how many follow-up
+    turns the simulated user will give before giving up) steer the simulated user.
+    ``hidden_state`` is what the user knows and the agent must discover; ``goal`` is what a
+    good rollout reaches. Both are privileged: they reach the judge and the simulated user, and
+    never an exported row.
+    """
+
+    situation_id: str
+    prompt: str
+    persona: str = "a customer"
+    patience: int = 3
+    dimensions: Mapping[str, Any] = attrs.field(factory=dict)
+    hidden_state: Mapping[str, Any] = attrs.field(factory=dict)
+    goal: Mapping[str, Any] = attrs.field(factory=dict)
+    reference: Any = None
+    writer_model: str = "template"
+
+
+@attrs.frozen
+class ToolResult:
+    """What one tool call returned: JSON-able ``content``, or the fault that replaced it."""
+
+    content: Any
+    #: the fault kind that fired on this call, if any
+    fault: str | None = None
+    #: a readable error for calls that failed (faulted or invalid)
+    error: str | None = None
+
+
+@runtime_checkable
+class Episode(Protocol):
+    """One rollout's private copy of the world."""
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Run one tool call; an unknown tool or bad arguments give an error result, not a raise."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """The final state for ``row["world_state"]`` (nothing privileged in it)."""
+        ...
+
+    def faults(self) -> list[dict[str, Any]]:
+        """Faults that fired, each ``{"step": int, "tool": str, "kind": str}``."""
+        ...
+
+    def check(self, final_text: str, steps: Sequence[Mapping[str, Any]]) -> Verdict:
+        """Grade the rollout programmatically: goal state reached, constraints kept."""
+        ...
+
+
+@runtime_checkable
+class World(Protocol):
+    """A mock world."""
+
+    name: str
+    version: str
+    #: the rate a fault plan with no rate of its own fires at
+    default_fault_rate: float
+
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI-format tool schemas (``{"type": "function", "function": {...}}``)."""
+        ...
+
+    def dimensions(self) -> dict[str, list[Any]]:
+        """The dimensions situations vary along, with their values (the engine's default)."""
+        ...
+
+    def template_situation(
+        self, spec: Mapping[str, Any], rng: random.Random, phrasing: int = 0
+    ) -> Situation:
+        """A situation written from templates for a strategy's ``spec`` (dimension values);
+        ``phrasing`` picks one of several ways the user words the same request."""
+        ...
+
+    def new_episode(
+        self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
+    ) -> Episode:
+        """A fresh state for one rollout of ``situation``; faults drawn from ``rng``."""
+        ...
