@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "DuplicatePluginError": "whileai.plugins",
     "verify": "whileai.verify:",
     # rows and their schema
+    "rows": "whileai.rows:",
     "Task": "whileai.simulations.schema",
     "Rollout": "whileai.simulations.schema",
     "Judgment": "whileai.simulations.schema",
