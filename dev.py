@@ -68,8 +68,18 @@ def core_only() -> None:
     python = CORE_ONLY / "bin" / "python"
     run(uv(), "pip", "install", "-q", "--python", python, "./whileai_core", *TEST_TOOLS)
     env = {**os.environ, "WHILEAI_CORE_ONLY": "1"}
-    run(python, "-m", "pytest", "-q", "-m", "not plugins", "-p", "no:cacheprovider", "tests",
-        env=env)
+    run(
+        python,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "not plugins",
+        "-p",
+        "no:cacheprovider",
+        "tests",
+        env=env,
+    )
 
 
 def test(extra: list[str]) -> None:

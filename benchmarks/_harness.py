@@ -46,7 +46,12 @@ def max_rss_bytes() -> int:
 
 
 def ratio_line(
-    what: str, ours: float, peer: float, peer_name: str, *, target: float | None = None,
+    what: str,
+    ours: float,
+    peer: float,
+    peer_name: str,
+    *,
+    target: float | None = None,
     unit: str = "/s",
 ) -> str:
     ratio = ours / peer if peer else float("inf")

@@ -97,8 +97,10 @@ def as_verdict(value: Any, *, what: str) -> Verdict:
             dict(value.get("meta", {})),
         )
     else:
-        raise RowError(f"{what} returned {value!r}; a scorer returns a number in [0, 1], a bool, "
-                       "a Verdict or a mapping with 'reward'")
+        raise RowError(
+            f"{what} returned {value!r}; a scorer returns a number in [0, 1], a bool, "
+            "a Verdict or a mapping with 'reward'"
+        )
     reward = verdict.reward
     if reward is not None and (
         isinstance(reward, bool)
@@ -121,14 +123,14 @@ def as_scorer(reward: Any) -> Scorer:
         def score_verifier(row: Mapping[str, Any]) -> Verdict:
             return verifier.verify(row["final_text"], reference_of(row), prompt=row.get("prompt"))
 
-        meta = {"name": verifier.name, "version": verifier.version}
-        meta.update(getattr(verifier, "meta", {}) or {})
-        return Scorer(verifier.name, "verifier", meta, score_verifier)
+        verifier_meta: dict[str, Any] = {"name": verifier.name, "version": verifier.version}
+        verifier_meta.update(getattr(verifier, "meta", {}) or {})
+        return Scorer(verifier.name, "verifier", verifier_meta, score_verifier)
     if callable(reward):
         fn = reward
         arity = _positional_arity(fn)
         name = _callable_name(fn)
-        meta = {"name": name, "version": getattr(fn, "version", None)}
+        meta: dict[str, Any] = {"name": name, "version": getattr(fn, "version", None)}
         if arity >= 3:
             return Scorer(
                 name,
@@ -145,7 +147,9 @@ def as_scorer(reward: Any) -> Scorer:
     )
 
 
-def grade_row(row: Mapping[str, Any], scorer: Scorer, *, index: int | None = None) -> dict[str, Any]:
+def grade_row(
+    row: Mapping[str, Any], scorer: Scorer, *, index: int | None = None
+) -> dict[str, Any]:
     """A copy of ``row`` with the scorer's verdict and its provenance written on it."""
     where = f"row {index}" if index is not None else "row"
     try:

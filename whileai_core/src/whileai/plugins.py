@@ -138,9 +138,7 @@ class _Loaded:
     distributions: dict[str, tuple[str | None, str | None]] = attrs.Factory(dict)
 
 
-def _load_entry_points(
-    pm: pluggy.PluginManager, group: str, disabled: frozenset[str]
-) -> _Loaded:
+def _load_entry_points(pm: pluggy.PluginManager, group: str, disabled: frozenset[str]) -> _Loaded:
     loaded = _Loaded()
     for ep in importlib_metadata.entry_points(group=group):
         dist = ep.dist.name if ep.dist is not None else None
@@ -249,7 +247,9 @@ class Registry:
             except DuplicatePluginError:
                 raise
             except Exception as exc:
-                self.failures.append(LoadFailure(plugin_name, dist, f"{hook_name}: {_describe(exc)}"))
+                self.failures.append(
+                    LoadFailure(plugin_name, dist, f"{hook_name}: {_describe(exc)}")
+                )
 
     def _add(self, entry: Entry) -> None:
         if not isinstance(entry.name, str) or not entry.name or ":" in entry.name:
@@ -387,7 +387,13 @@ class PluginTable(Sequence[Entry]):
     def __str__(self) -> str:
         header = ("kind", "name", "aliases", "distribution", "version")
         body = [
-            (e.kind, e.name, ", ".join(e.aliases), e.distribution or f"({e.plugin})", e.version or "")
+            (
+                e.kind,
+                e.name,
+                ", ".join(e.aliases),
+                e.distribution or f"({e.plugin})",
+                e.version or "",
+            )
             for e in self.rows
         ]
         widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]

@@ -32,7 +32,8 @@ class Report(Mapping[str, Any]):
         return len(self._keys())
 
     def _keys(self) -> tuple[str, ...]:
-        return tuple(f.name for f in attrs.fields(type(self)) if not f.name.startswith("_"))
+        fields = attrs.fields(type(self))  # type: ignore[arg-type]  # subclasses are attrs classes
+        return tuple(f.name for f in fields if not f.name.startswith("_"))
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-data copy (nested reports become dicts too), for JSON or logs."""
@@ -88,7 +89,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = " 
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
 
     def line(r: list[str]) -> str:
-        parts = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)]
+        parts = [r[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)
+        ]
         return (indent + "  ".join(parts)).rstrip()
 
     return [line(cells[0]), *[line(r) for r in cells[1:]]]

@@ -22,6 +22,9 @@ import cattrs
 
 SCHEMA_VERSION = "1"
 
+#: Fields the records keep in memory that never reach the wire (see privacy.export_row).
+MEMORY_ONLY_FIELDS: frozenset[str] = frozenset({"privileged", "vector"})
+
 #: Keys always written, even when None.
 ALWAYS_WRITTEN: frozenset[str] = frozenset({"sampling", "reward"})
 
@@ -171,7 +174,7 @@ def make_converter() -> cattrs.Converter:
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"expected a number, got {value!r}")
-    return value  # type: ignore[return-value]
+    return float(value) if isinstance(value, float) else value  # ints stay ints
 
 
 def _field_names(cls: type) -> list[str]:
@@ -240,11 +243,12 @@ def to_row(
     """Flatten the four records into a row (``schema_version`` ``"1"``)."""
     judgment = judgment if judgment is not None else Judgment()
     if not isinstance(task.prompt, str):
-        raise RowError(f"{_where(index)}: prompt must be a string, got {type(task.prompt).__name__}")
+        raise RowError(
+            f"{_where(index)}: prompt must be a string, got {type(task.prompt).__name__}"
+        )
     if not isinstance(rollout.final_text, str):
         raise RowError(
-            f"{_where(index)}: final_text must be a string, "
-            f"got {type(rollout.final_text).__name__}"
+            f"{_where(index)}: final_text must be a string, got {type(rollout.final_text).__name__}"
         )
     for what in ("reward", "llm_reward", "gold_reward"):
         check_reward(getattr(judgment, what), what, index)
@@ -318,13 +322,21 @@ def _explain(exc: BaseException) -> str:
 
 
 def row_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a row, generated from the records' field metadata."""
+    """The JSON Schema of a row on the wire, generated from the records' field metadata.
+
+    Rows in memory may carry ``privileged`` and ``vector``; a row that leaves memory (after
+    ``privacy.export_row``) must not, and the schema says so.
+    """
     properties: dict[str, Any] = {
         "schema_version": {"const": SCHEMA_VERSION, "description": "row format version"}
     }
+    memory_only: list[str] = []
     for cls in (Task, Rollout, Judgment):
         for f in attrs.fields(cls):
             if f.metadata.get("json") is None:
+                continue
+            if f.name in MEMORY_ONLY_FIELDS:
+                memory_only.append(f.name)
                 continue
             properties[f.name] = {**f.metadata["json"], "description": f.metadata["doc"]}
     properties["markers"] = {
@@ -340,4 +352,6 @@ def row_json_schema() -> dict[str, Any]:
         "required": ["schema_version", "task_id", "prompt", "final_text", "steps", "reward"],
         "properties": properties,
         "additionalProperties": True,
+        # privileged and vector live in memory only: a row on the wire must not carry them.
+        "not": {"anyOf": [{"required": [name]} for name in memory_only]},
     }

@@ -1,0 +1,197 @@
+"""The row schema: records, the flat row, the wire contract, and errors that name the row."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from typing import Any
+
+import attrs
+import jsonschema
+import pytest
+import whileai as wai
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from whileai.simulations import schema
+from whileai.simulations.privacy import export_row
+
+SCHEMA_FILE = files("whileai.simulations") / "schemas" / "row-v1.json"
+
+json_scalars = st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=8)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+opt_text = st.none() | st.text(max_size=12)
+opt_dict = st.none() | st.dictionaries(st.text(min_size=1, max_size=6), json_values, max_size=3)
+unit = st.none() | st.floats(0, 1) | st.sampled_from([0, 1])
+
+tasks = st.builds(
+    schema.Task,
+    prompt=st.text(max_size=30),
+    scenario_id=opt_text,
+    privileged=opt_dict,
+    scenario_dimensions=opt_dict,
+    arm=opt_text,
+    seed=st.none() | st.integers(0, 2**31),
+    writer_model=opt_text,
+    vector=st.none() | st.lists(st.floats(-1, 1), max_size=4),
+)
+steps = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["assistant", "user", "tool"]), "content": st.text(max_size=10)}
+    ),
+    max_size=4,
+)
+rollouts = st.builds(
+    schema.Rollout,
+    final_text=st.text(max_size=30),
+    steps=steps,
+    world_state=opt_dict,
+    faults=st.none() | st.lists(st.fixed_dictionaries({"step": st.integers(0, 9)}), max_size=2),
+    sampling=opt_dict,
+    policy_version=opt_text,
+    user_model=opt_text,
+    logprob=st.none() | st.floats(-100, 0),
+    n_tokens=st.none() | st.integers(0, 500),
+    truncated=st.none() | st.booleans(),
+    error=opt_text,
+    extra=st.dictionaries(st.sampled_from(["gold_note", "source", "k"]), json_values, max_size=2),
+)
+judgments = st.builds(
+    schema.Judgment,
+    reward=unit,
+    reason=opt_text,
+    judge_name=opt_text,
+    judge_status=st.none() | st.sampled_from(["ok", "error", "skipped"]),
+    judge_meta=opt_dict,
+    gold_reward=unit,
+)
+markers = st.dictionaries(
+    st.text(min_size=1, max_size=6), st.integers(0, 9) | st.floats(0, 5) | st.booleans(), max_size=3
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tasks, rollouts, judgments, markers)
+def test_round_trip_records_to_row_and_back(task, rollout, judgment, marks) -> None:
+    row = wai.to_row(task, rollout, judgment, marks)
+    assert row["schema_version"] == "1"
+    back = wai.from_row(row)
+    assert back.task == task
+    assert back.rollout == rollout
+    assert back.judgment == judgment
+    assert {m.name: m.value for m in back.markers} == marks
+    # and the row survives the trip unchanged
+    assert wai.to_row(*back) == row
+
+
+@settings(max_examples=100, deadline=None)
+@given(tasks, rollouts, judgments, markers)
+def test_every_exported_row_validates_against_the_wire_contract(task, rollout, judgment, marks):
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+    row = export_row(wai.to_row(task, rollout, judgment, marks))
+    validator.validate(row)
+
+
+def test_in_memory_privileged_is_not_a_valid_wire_row() -> None:
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+    row = wai.to_row(
+        wai.Task(prompt="p", privileged={"reference": "5"}), wai.Rollout(final_text="5")
+    )
+    assert not validator.is_valid(row)
+    validator.validate(export_row(row))
+
+
+def test_checked_in_schema_equals_the_generated_one() -> None:
+    assert json.loads(SCHEMA_FILE.read_text()) == schema.row_json_schema(), (
+        "row-v1.json is stale: regenerate it from whileai.simulations.schema.row_json_schema()"
+    )
+
+
+def test_every_record_field_is_in_the_schema_and_back() -> None:
+    properties = set(schema.row_json_schema()["properties"])
+    fields = {
+        f.name
+        for cls in (schema.Task, schema.Rollout, schema.Judgment)
+        for f in attrs.fields(cls)
+        if f.name != "extra" and f.name not in schema.MEMORY_ONLY_FIELDS
+    }
+    assert properties == fields | {"schema_version", "markers"}
+
+
+def test_task_id_defaults_to_a_stable_prompt_hash() -> None:
+    a = wai.Task(prompt="What is 2 + 3?")
+    b = wai.Task(prompt="What is 2 + 3?")
+    assert a.task_id == b.task_id == schema.prompt_hash("What is 2 + 3?")
+    assert a.task_id != wai.Task(prompt="What is 2 + 4?").task_id
+    assert len(a.task_id) == 16
+
+
+def test_task_key_prefers_scenario_then_task_then_prompt() -> None:
+    assert wai.task_key({"scenario_id": "s1", "task_id": "t1", "prompt": "p"}) == "s1"
+    assert wai.task_key({"task_id": "t1", "prompt": "p"}) == "t1"
+    assert wai.task_key({"prompt": "p"}) == "p"
+    with pytest.raises(wai.RowError, match="row 4: has none of scenario_id, task_id, prompt"):
+        wai.task_key({"final_text": "x"}, index=4)
+
+
+def test_version_0_rows_load_by_shape() -> None:
+    old = {"prompt": "What is 7 * 6?", "final_text": "42", "reward": 1, "task_id": "q2"}
+    task, rollout, judgment, marks = wai.from_row(old)
+    assert (task.task_id, rollout.final_text, judgment.reward, marks) == ("q2", "42", 1, [])
+    assert wai.to_row(task, rollout, judgment)["schema_version"] == "1"
+
+
+def test_unknown_keys_ride_along_exactly() -> None:
+    row = {
+        "schema_version": "1",
+        "prompt": "p",
+        "task_id": "t",
+        "final_text": "f",
+        "steps": [],
+        "sampling": None,
+        "reward": None,
+        "dataset": {"name": "gsm8k", "split": "test"},
+    }
+    parts = wai.from_row(row)
+    assert parts.rollout.extra == {"dataset": {"name": "gsm8k", "split": "test"}}
+    assert wai.to_row(*parts) == row
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("not a row", "row 3 is a str, not a mapping"),
+        ({"final_text": "x"}, "row 3: missing required field 'prompt'"),
+        ({"prompt": "p"}, "row 3: missing required field 'final_text'"),
+        ({"prompt": "p", "final_text": 5}, "row 3: final_text must be a string, got int"),
+        ({"prompt": "p", "final_text": "x", "reward": 1.5}, "row 3: reward is 1.5, outside [0, 1]"),
+        ({"prompt": "p", "final_text": "x", "reward": "1"}, "row 3: reward must be a number"),
+        ({"prompt": "p", "final_text": "x", "markers": {"len": "long"}}, "marker 'len' is 'long'"),
+        (
+            {"prompt": "p", "final_text": "x", "schema_version": "9"},
+            "row 3: schema_version '9' is not one this release reads",
+        ),
+        ({"prompt": "p", "final_text": "x", "seed": "abc"}, "row 3: "),
+    ],
+)
+def test_bad_rows_name_the_row_and_field(row: Any, message: str) -> None:
+    with pytest.raises(wai.RowError) as caught:
+        wai.from_row(row, index=3)
+    assert message in str(caught.value)
+
+
+def test_to_row_rejects_bad_records_naming_the_field() -> None:
+    with pytest.raises(wai.RowError, match=r"row 0: llm_reward is -0.1, outside \[0, 1\]"):
+        wai.to_row(
+            wai.Task(prompt="p"),
+            wai.Rollout(final_text="x"),
+            wai.Judgment(llm_reward=-0.1),
+            index=0,
+        )
+    with pytest.raises(wai.RowError, match="extra key 'reward' collides"):
+        wai.to_row(wai.Task(prompt="p"), wai.Rollout(final_text="x", extra={"reward": 1}))
