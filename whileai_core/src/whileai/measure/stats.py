@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _scipy_stats
+from scipy import special
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
@@ -167,7 +167,14 @@ def t_quantile(df: float, confidence: float = DEFAULT_CONFIDENCE) -> float:
     _check_settings(1, confidence)
     if not df > 0:
         raise ValueError(f"df must be positive (runs - 1), got {df!r}")
-    return float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, df))
+    return float(special.stdtrit(df, 1 - (1 - confidence) / 2))
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal quantile at ``p``."""
+    if not 0 < p < 1:
+        raise ValueError(f"a quantile needs p strictly between 0 and 1, got {p!r}")
+    return float(special.ndtri(p))
 
 
 def t_band(run_std: float, df: float, confidence: float = DEFAULT_CONFIDENCE) -> float:

@@ -1,0 +1,218 @@
+"""Rows into per-task numpy arrays, in one linear pass.
+
+Every measurement reads the same keys and groups under ``task_key(row)``. This module does the
+one pass over the rows every call needs: it validates each row (``check_row``, so a bad row is
+an error naming its index), assigns it to its task, and sorts its reward into binary (0 or 1),
+partial (strictly between) or unjudged (None, or a judge that errored or skipped). Everything
+after that pass is numpy over tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from whileai.measure.report import Report
+from whileai.simulations.schema import check_row, task_key
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+# A judge that errored or skipped said nothing about the completion, whatever reward it left.
+_UNJUDGED_STATUS = frozenset({"error", "skipped"})
+
+
+def rows_of(source: Any, what: str = "rows") -> Sequence[Mapping[str, Any]]:
+    """The rows of ``source``: a list of rows, or a run / dataset carrying them as ``.rows``
+    (a list, or a method returning one, as ``data.rows()``)."""
+    if isinstance(source, str | bytes | Mapping):
+        raise TypeError(
+            f"{what} must be a list of rows (mappings) or a run with .rows; got a "
+            f"{type(source).__name__}. A single row goes in a list: [row]"
+        )
+    if not isinstance(source, Sequence) and hasattr(source, "rows"):
+        carried = source.rows
+        source = carried() if callable(carried) else carried
+    if isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        return source
+    if isinstance(source, Iterable):
+        return list(source)
+    raise TypeError(
+        f"{what} must be a list of rows (mappings) or a run with .rows; got {type(source).__name__}"
+    )
+
+
+@attrs.define(kw_only=True, repr=False)
+class RowCounts(Report):
+    """What one pass saw: how many rows, and how their rewards sorted."""
+
+    title = "rows"
+
+    rows: int
+    binary: int
+    partial: int
+    unjudged: int
+
+    def _lines(self) -> list[str]:
+        return [
+            f"  {self.rows} read: {self.binary} binary, {self.partial} partial, "
+            f"{self.unjudged} unjudged"
+        ]
+
+
+@attrs.define(kw_only=True)
+class TaskTable:
+    """Per-task arrays from one pass over the rows; index ``i`` is task ``keys[i]``."""
+
+    keys: list[str]
+    #: every row of the task, whatever its reward
+    n_rows: IntArray
+    #: rows with reward exactly 0 or 1, and how many of those are 1
+    n_binary: IntArray
+    n_pass: IntArray
+    #: rows with any reward (binary or partial) and the sum of those rewards
+    n_judged: IntArray
+    reward_sum: FloatArray
+    #: marker name -> (rows carrying it per task, sum of its values per task)
+    markers: dict[str, tuple[IntArray, FloatArray]]
+    counts: RowCounts
+    #: per row: its task index and its reward class (see ``read_rows``); kept for ``select``
+    row_task: IntArray
+    row_reward: FloatArray
+    #: per row, when asked for: reply empty or cut at the token cap
+    row_cut: npt.NDArray[np.bool_] | None = None
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.keys)
+
+    def reward_means(self) -> tuple[list[str], FloatArray]:
+        """Tasks with at least one judged row, and their mean reward."""
+        has = self.n_judged > 0
+        keys = [k for k, h in zip(self.keys, has.tolist(), strict=True) if h]
+        return keys, self.reward_sum[has] / self.n_judged[has]
+
+    def marker_means(self, name: str) -> tuple[list[str], FloatArray]:
+        """Tasks where marker ``name`` was measured, and its mean there."""
+        count, total = self.markers[name]
+        has = count > 0
+        keys = [k for k, h in zip(self.keys, has.tolist(), strict=True) if h]
+        return keys, total[has] / count[has]
+
+
+def read_rows(
+    rows: Iterable[Any], *, what: str = "rows", with_markers: bool = True, with_cut: bool = False
+) -> TaskTable:
+    """Validate and group ``rows`` in one pass.
+
+    Each row's reward lands in ``row_reward``: its value when judged, NaN when unjudged (no
+    reward, or ``judge_status`` error / skipped). Binary means exactly 0 or 1.
+    """
+    index_of: dict[str, int] = {}
+    keys: list[str] = []
+    row_task: list[int] = []
+    row_reward: list[float] = []
+    row_cut: list[bool] = []
+    marker_task: dict[str, list[int]] = {}
+    marker_value: dict[str, list[float]] = {}
+    nan = float("nan")
+    setdefault = index_of.setdefault
+    for i, row in enumerate(rows):
+        check_row(row, i)
+        key = task_key(row, i)
+        t = setdefault(key, len(keys))
+        if t == len(keys):
+            keys.append(key)
+        row_task.append(t)
+        reward = row.get("reward")
+        if reward is None or row.get("judge_status") in _UNJUDGED_STATUS:
+            row_reward.append(nan)
+        else:
+            row_reward.append(reward)
+        if with_cut:
+            row_cut.append(row.get("truncated") is True or not row["final_text"].strip())
+        if with_markers:
+            found = row.get("markers")
+            if found:
+                for name, value in found.items():
+                    if value is None:
+                        continue
+                    if name not in marker_task:
+                        marker_task[name] = []
+                        marker_value[name] = []
+                    marker_task[name].append(t)
+                    marker_value[name].append(float(value))
+    if not row_task:
+        raise ValueError(f"{what} is empty: there is nothing to measure")
+    n_tasks = len(keys)
+    task = np.asarray(row_task, dtype=np.int64)
+    reward = np.asarray(row_reward, dtype=np.float64)
+    judged = ~np.isnan(reward)
+    binary = judged & ((reward == 0.0) | (reward == 1.0))
+    markers: dict[str, tuple[IntArray, FloatArray]] = {}
+    for name, owners in marker_task.items():
+        owner = np.asarray(owners, dtype=np.int64)
+        markers[name] = (
+            np.bincount(owner, minlength=n_tasks).astype(np.int64),
+            np.bincount(owner, weights=np.asarray(marker_value[name]), minlength=n_tasks).astype(
+                np.float64
+            ),
+        )
+    n_binary = int(binary.sum())
+    n_judged_rows = int(judged.sum())
+    return TaskTable(
+        keys=keys,
+        n_rows=np.bincount(task, minlength=n_tasks).astype(np.int64),
+        n_binary=np.bincount(task[binary], minlength=n_tasks).astype(np.int64),
+        n_pass=np.bincount(task[binary & (reward == 1.0)], minlength=n_tasks).astype(np.int64),
+        n_judged=np.bincount(task[judged], minlength=n_tasks).astype(np.int64),
+        reward_sum=np.bincount(task[judged], weights=reward[judged], minlength=n_tasks).astype(
+            np.float64
+        ),
+        markers=markers,
+        counts=RowCounts(
+            rows=len(row_task),
+            binary=n_binary,
+            partial=n_judged_rows - n_binary,
+            unjudged=len(row_task) - n_judged_rows,
+        ),
+        row_task=task,
+        row_reward=reward,
+        row_cut=np.asarray(row_cut, dtype=np.bool_) if with_cut else None,
+    )
+
+
+def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """What produced the rows, as the sets of values seen: the deploy prompt's hash, the judge,
+    the writer and the user model. Rows that do not say are left out of the sets."""
+    seen: dict[str, set[str]] = {
+        "system prompt (lineage.system_prompt_sha)": set(),
+        "judge (judge_meta.model / judge_name)": set(),
+        "writer model (writer_model)": set(),
+        "user model (user_model)": set(),
+    }
+    prompt, judge, writer, user = seen.values()
+    for row in rows:
+        lineage = row.get("lineage")
+        if isinstance(lineage, Mapping) and lineage.get("system_prompt_sha"):
+            prompt.add(str(lineage["system_prompt_sha"]))
+        meta = row.get("judge_meta")
+        model = meta.get("model") if isinstance(meta, Mapping) else None
+        if model or row.get("judge_name"):
+            judge.add(str(model or row.get("judge_name")))
+        if row.get("writer_model"):
+            writer.add(str(row["writer_model"]))
+        if row.get("user_model"):
+            user.add(str(row["user_model"]))
+    return seen
+
+
+def name_some(names: Sequence[str], limit: int = 5, quote: Callable[[str], str] = repr) -> str:
+    """``'a', 'b', 'c' and 4 more``: a list a person can read in one line."""
+    shown = ", ".join(quote(n) for n in names[:limit])
+    more = len(names) - limit
+    return f"{shown} and {more} more" if more > 0 else shown

@@ -1,0 +1,321 @@
+"""pass@1, pass^k and pass@k off the same groups, each with a bootstrap interval over tasks.
+
+pass@1 is the headline (the agent runs once in production): the mean over tasks of each task's
+pass rate. pass^k is the reliability line (all k attempts pass) and pass@k the reach (at least one
+of k passes); both come from the unbiased per-group estimators over a group of n attempts with c
+passes (Chen et al. 2021, arXiv:2107.03374, the HumanEval estimator):
+
+    pass@k = 1 - C(n - c, k) / C(n, k)        pass^k = C(c, k) / C(n, k)
+
+``headroom`` = pass@k - pass@1 is what a grouped RL update has to learn from. Only binary rows
+(reward exactly 0 or 1) count; partial and unjudged rows are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+from whileai.measure._rows import RowCounts, TaskTable, name_some, read_rows, rows_of
+from whileai.measure.report import Report, fmt, fmt_ci, table
+from whileai.measure.stats import (
+    DEFAULT_RESAMPLES,
+    MIN_TASKS_FOR_INTERVAL,
+    Interval,
+    Seed,
+    bootstrap_ci,
+    bootstrap_cis,
+)
+
+#: Fewer attempts per group than this and the k-way numbers are too noisy to print.
+MIN_REPEATS = 4
+REPEAT_POLICIES = ("rl", "fixed")
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _log_comb(n: FloatArray, k: int) -> FloatArray:
+    out: FloatArray = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    return out
+
+
+def comb_ratio(top: npt.ArrayLike, n: npt.ArrayLike, k: int) -> FloatArray:
+    """C(top, k) / C(n, k) elementwise (0 where top < k), in log space so large n cannot
+    overflow."""
+    top_a = np.asarray(top, dtype=np.float64)
+    n_a = np.asarray(n, dtype=np.float64)
+    if np.any(n_a < k):
+        raise ValueError(f"every group needs at least k={k} attempts for C(n, k)")
+    out = np.zeros(np.broadcast(top_a, n_a).shape, dtype=np.float64)
+    ok = top_a >= k
+    if np.any(ok):
+        top_ok = np.broadcast_to(top_a, out.shape)[ok]
+        n_ok = np.broadcast_to(n_a, out.shape)[ok]
+        out[ok] = np.exp(_log_comb(top_ok, k) - _log_comb(n_ok, k))
+    return out
+
+
+def pass_at_k_estimate(n: npt.ArrayLike, c: npt.ArrayLike, k: int) -> FloatArray:
+    """The unbiased pass@k of each group of ``n`` attempts with ``c`` passes."""
+    n_a = np.asarray(n, dtype=np.float64)
+    return 1.0 - comb_ratio(n_a - np.asarray(c, dtype=np.float64), n_a, k)
+
+
+def pass_pow_k_estimate(n: npt.ArrayLike, c: npt.ArrayLike, k: int) -> FloatArray:
+    """The unbiased pass^k (all k pass) of each group of ``n`` attempts with ``c`` passes."""
+    return comb_ratio(c, n, k)
+
+
+@attrs.define(kw_only=True, repr=False)
+class PassAtReport(Report):
+    """pass@1 with its interval, pass^k and pass@k with theirs, and what was left out."""
+
+    title = "pass_at"
+
+    pass_at_1: float | None
+    ci95: Interval | None
+    k: int | None
+    pass_pow_k: float | None
+    pass_pow_k_ci95: Interval | None
+    pass_at_k: float | None
+    pass_at_k_ci95: Interval | None
+    headroom: float | None
+    #: {task key: pass rate over that task's binary rows}; a dict, so per_task[0] is a KeyError
+    per_task: dict[str, float]
+    n_tasks: int
+    n_k_groups: int
+    #: tasks left out of the k-way numbers (too few attempts), by key
+    left_out: list[str]
+    #: tasks with no binary row at all, so in no number
+    no_binary: list[str]
+    counts: RowCounts
+    notes: list[str] = attrs.field(factory=list)
+
+    def _lines(self) -> list[str]:
+        k = "k" if self.k is None else str(self.k)
+        rows = [
+            ["pass@1", fmt(self.pass_at_1), fmt_ci(self.ci95), str(self.n_tasks)],
+            [f"pass^{k}", fmt(self.pass_pow_k), fmt_ci(self.pass_pow_k_ci95), str(self.n_k_groups)],
+            [f"pass@{k}", fmt(self.pass_at_k), fmt_ci(self.pass_at_k_ci95), str(self.n_k_groups)],
+            [f"headroom (pass@{k} - pass@1)", fmt(self.headroom), "point estimate", ""],
+        ]
+        c = self.counts
+        return [
+            *table(["", "value", "95% interval", "tasks"], rows),
+            f"  rows: {c.rows} read, {c.binary} binary, {c.partial} partial and "
+            f"{c.unjudged} unjudged skipped",
+        ]
+
+
+def _check_k(k: Any) -> int | None:
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"k must be a positive integer (attempts per task), got {k!r}")
+    return int(k)
+
+
+def _check_policy(repeat_policy: Any) -> str:
+    if repeat_policy is None:
+        return "rl"
+    if repeat_policy not in REPEAT_POLICIES:
+        raise ValueError(
+            f"repeat_policy must be one of {', '.join(map(repr, REPEAT_POLICIES))} or None, "
+            f"got {repeat_policy!r}"
+        )
+    return str(repeat_policy)
+
+
+def _default_k(sizes: npt.NDArray[np.int64], policy: str) -> int | None:
+    """The k a run's groups support: the smallest group of at least MIN_REPEATS under "rl"
+    (groups grow where they split), the size most groups share under "fixed"."""
+    big = sizes[sizes >= MIN_REPEATS]
+    if big.size == 0:
+        return None
+    if policy == "fixed":
+        values, counts = np.unique(big, return_counts=True)
+        return int(values[counts == counts.max()].max())
+    return int(big.min())
+
+
+def pass_at(
+    rows: Iterable[Any] | Any,
+    k: int | None = None,
+    repeat_policy: Literal["rl", "fixed"] | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: Seed = 0,
+) -> PassAtReport:
+    """pass@1 (headline) with ``ci95``; pass^k and pass@k with ``pass_pow_k_ci95`` and
+    ``pass_at_k_ci95``; ``headroom``; ``per_task``.
+
+    ``k`` defaults to the smallest group of attempts (``repeat_policy="rl"``, groups of unequal
+    size) or to the size the groups share (``"fixed"``); groups smaller than k, or than 4
+    attempts, are left out of the k-way numbers and named. Intervals are percentile bootstraps
+    over tasks (pass@1) and over the k-eligible groups (pass^k, pass@k); fewer than three gives
+    None with a note.
+    """
+    k = _check_k(k)
+    policy = _check_policy(repeat_policy)
+    table_ = read_rows(rows_of(rows), with_markers=False)
+    return _pass_at_from_table(table_, k, policy, n_resamples, seed)
+
+
+def _pass_at_from_table(
+    t: TaskTable, k: int | None, policy: str, n_resamples: int, seed: Seed
+) -> PassAtReport:
+    notes: list[str] = []
+    counts = t.counts
+    if counts.partial or counts.unjudged:
+        notes.append(
+            f"{counts.partial} partial and {counts.unjudged} unjudged rows skipped: pass_at "
+            "counts binary rewards (0 or 1) only"
+        )
+    has = t.n_binary > 0
+    no_binary = [key for key, h in zip(t.keys, has.tolist(), strict=True) if not h]
+    if no_binary:
+        notes.append(
+            f"{len(no_binary)} tasks have no binary row and are in no number: "
+            f"{name_some(no_binary)}"
+        )
+    n = t.n_binary[has]
+    c = t.n_pass[has]
+    keys = [key for key, h in zip(t.keys, has.tolist(), strict=True) if h]
+    rates = c / n if n.size else np.zeros(0)
+    per_task = dict(zip(keys, rates.tolist(), strict=True))
+    pass1 = float(rates.mean()) if rates.size else None
+    ci = None
+    if rates.size >= MIN_TASKS_FOR_INTERVAL:
+        ci = bootstrap_ci(rates, n_resamples, seed)
+    elif rates.size:
+        notes.append(
+            f"{rates.size} task(s): fewer than {MIN_TASKS_FOR_INTERVAL}, so no interval; "
+            "the numbers are point estimates"
+        )
+    else:
+        notes.append("no binary rows: pass@1 needs rewards of exactly 0 or 1")
+
+    chosen = k if k is not None else _default_k(n, policy)
+    if policy == "fixed" and n.size and np.unique(n).size > 1:
+        sizes = ", ".join(str(s) for s in np.unique(n).tolist())
+        notes.append(f"repeat_policy='fixed' but groups differ in size ({sizes})")
+    floor = max(chosen or 0, MIN_REPEATS)
+    eligible = n >= floor
+    left_out = [key for key, e in zip(keys, eligible.tolist(), strict=True) if not e]
+    report = PassAtReport(
+        pass_at_1=pass1,
+        ci95=ci,
+        k=chosen,
+        pass_pow_k=None,
+        pass_pow_k_ci95=None,
+        pass_at_k=None,
+        pass_at_k_ci95=None,
+        headroom=None,
+        per_task=per_task,
+        n_tasks=len(keys),
+        n_k_groups=int(eligible.sum()),
+        left_out=left_out,
+        no_binary=no_binary,
+        counts=counts,
+        notes=notes,
+    )
+    if chosen is None or not eligible.any():
+        largest = int(n.max()) if n.size else 0
+        notes.append(
+            f"pass^k and pass@k need at least {MIN_REPEATS} attempts per task"
+            + (f" and k={chosen}" if chosen is not None else "")
+            + f"; the largest group has {largest}, so the k-way numbers are None rather "
+            "than a noisy figure"
+        )
+        report.n_k_groups = 0
+        return report
+    if left_out:
+        why = f"fewer than {floor} attempts" + (f" (k={chosen})" if chosen >= MIN_REPEATS else "")
+        notes.append(
+            f"k={chosen}: {len(left_out)} of {len(keys)} groups left out of pass^k / pass@k, "
+            f"{why}: {name_some(left_out)}"
+        )
+    n_k, c_k = n[eligible], c[eligible]
+    pow_k = pass_pow_k_estimate(n_k, c_k, chosen)
+    at_k = pass_at_k_estimate(n_k, c_k, chosen)
+    report.pass_pow_k = float(pow_k.mean())
+    report.pass_at_k = float(at_k.mean())
+    # Headroom compares the two numbers over the same groups.
+    report.headroom = report.pass_at_k - float(rates[eligible].mean())
+    if left_out:
+        notes.append("headroom compares pass@k with pass@1 over the k-eligible groups")
+    if n_k.size >= MIN_TASKS_FOR_INTERVAL:
+        pow_ci, at_ci = bootstrap_cis(np.column_stack([pow_k, at_k]), n_resamples, seed)
+        report.pass_pow_k_ci95, report.pass_at_k_ci95 = pow_ci, at_ci
+    else:
+        notes.append(
+            f"{n_k.size} k-eligible group(s): fewer than {MIN_TASKS_FOR_INTERVAL}, so pass^k "
+            "and pass@k carry no interval"
+        )
+    return report
+
+
+@attrs.define(kw_only=True, repr=False)
+class GroupSignalReport(Report):
+    """How many groups carry a learning signal: mixed groups split, unanimous ones do not."""
+
+    title = "group_signal"
+
+    all_pass: int
+    all_fail: int
+    mixed: int
+    n_groups: int
+    #: groups of one binary row: unanimous by construction
+    singletons: int
+    mixed_share: float | None
+    counts: RowCounts
+    notes: list[str] = attrs.field(factory=list)
+
+    def _lines(self) -> list[str]:
+        share = "-" if self.mixed_share is None else f"{self.mixed_share:.1%}"
+        return [
+            *table(
+                ["groups", "count"],
+                [
+                    ["all pass", self.all_pass],
+                    ["all fail", self.all_fail],
+                    ["mixed (carry signal)", self.mixed],
+                    ["total", self.n_groups],
+                ],
+            ),
+            f"  mixed share: {share}",
+        ]
+
+
+def group_signal(rows: Iterable[Any] | Any) -> GroupSignalReport:
+    """Counts of all-pass, all-fail and mixed groups over binary rows, grouped by task."""
+    t = read_rows(rows_of(rows), with_markers=False)
+    n, c = t.n_binary, t.n_pass
+    has = n > 0
+    all_pass = int((has & (c == n)).sum())
+    all_fail = int((has & (c == 0)).sum())
+    groups = int(has.sum())
+    mixed = groups - all_pass - all_fail
+    singletons = int((n == 1).sum())
+    notes: list[str] = []
+    counts = t.counts
+    if counts.partial or counts.unjudged:
+        notes.append(f"{counts.partial} partial and {counts.unjudged} unjudged rows skipped")
+    if singletons:
+        notes.append(f"{singletons} groups have one binary row: unanimous by construction")
+    if (~has).any():
+        notes.append(f"{int((~has).sum())} tasks have no binary row")
+    return GroupSignalReport(
+        all_pass=all_pass,
+        all_fail=all_fail,
+        mixed=mixed,
+        n_groups=groups,
+        singletons=singletons,
+        mixed_share=mixed / groups if groups else None,
+        counts=counts,
+        notes=notes,
+    )
