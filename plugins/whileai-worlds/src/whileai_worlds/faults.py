@@ -1,0 +1,93 @@
+"""Fault injection: whether a tool call fails, and what the agent sees when it does.
+
+Each call draws once from the episode's rng: with probability ``rate`` a fault fires, and its
+kind is drawn uniformly from the plan's kinds. What each kind looks like to the agent:
+
+- ``timeout``: ``{"error": "timeout", ...}``; the call had no effect.
+- ``error``: an HTTP-500-style ``{"error": "internal_error", "status": 500}``; no effect.
+- ``rate_limit``: ``{"error": "rate_limited", "status": 429, "retry_after_s": ...}``; no effect.
+- ``stale``: the call ran, but the answer shows the record as it was when the episode began,
+  one status step behind (a read replica that lags). Silent: nothing says it is stale.
+- ``partial``: the call ran, but the answer lost fields (and, for lists, its second half).
+  Silent as well.
+- ``malformed``: the call ran, but the answer is JSON text cut in the middle.
+
+The first three fail loudly (``ToolResult.error`` set) and change nothing, so retrying is
+safe; the last three succeed with a wrong or unreadable answer, which is what tests whether an
+agent double-checks before acting.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from typing import Any
+
+from whileai.worlds import FaultPlan, ToolResult
+
+#: Kinds that stop the call before it does anything.
+BLOCKING_KINDS: frozenset[str] = frozenset({"timeout", "error", "rate_limit"})
+
+
+def draw_fault(plan: FaultPlan, rate: float, rng: random.Random) -> str | None:
+    """The kind of fault that fires on one call, or None. Always consumes exactly one draw
+    for the decision (and one more when a fault fires), so fault-free runs stay aligned."""
+    if rng.random() >= rate:
+        return None
+    return plan.kinds[rng.randrange(len(plan.kinds))]
+
+
+def blocked_result(kind: str, tool: str, rng: random.Random) -> ToolResult:
+    """What a loud fault returns in place of the tool's answer."""
+    if kind == "timeout":
+        content: dict[str, Any] = {
+            "error": "timeout",
+            "message": f"{tool}: the shop service did not answer within 10 s",
+        }
+    elif kind == "error":
+        content = {"error": "internal_error", "status": 500, "message": f"{tool}: server error"}
+    elif kind == "rate_limit":
+        content = {
+            "error": "rate_limited",
+            "status": 429,
+            "retry_after_s": rng.choice((1, 2, 5)),
+            "message": f"{tool}: too many requests",
+        }
+    else:
+        raise ValueError(f"fault kind {kind!r} does not block a call")
+    return ToolResult(content=content, fault=kind, error=f"{kind}: {content['message']}")
+
+
+def partial_content(content: Any) -> Any:
+    """Drop the second half of every list and every other plain field of every record."""
+    if isinstance(content, dict):
+        # Ids and nested records survive (so the answer still looks whole); every other
+        # plain field of the record is lost.
+        kept = [
+            k
+            for i, k in enumerate(content)
+            if i % 2 == 0 or k in ("order_id", "email") or isinstance(content[k], dict | list)
+        ]
+        return {k: partial_content(content[k]) for k in kept}
+    if isinstance(content, list):
+        return [partial_content(v) for v in content[: max(1, len(content) // 2)]]
+    return content
+
+
+def malformed_content(content: Any) -> str:
+    """The answer's JSON text cut in the middle, so it does not parse."""
+    text = json.dumps(content, sort_keys=True)
+    return text[: max(1, len(text) // 2)]
+
+
+def degrade(kind: str, fresh: Any, stale: Callable[[], Any]) -> ToolResult:
+    """A silent fault applied to a call that ran: ``fresh`` is the true answer, ``stale``
+    builds the lagging one."""
+    if kind == "stale":
+        return ToolResult(content=stale(), fault=kind)
+    if kind == "partial":
+        return ToolResult(content=partial_content(fresh), fault=kind)
+    if kind == "malformed":
+        return ToolResult(content=malformed_content(fresh), fault=kind)
+    raise ValueError(f"fault kind {kind!r} is not a silent fault")

@@ -1,0 +1,696 @@
+"""The shop world: orders, refunds and accounts, one private copy per rollout.
+
+A situation is one customer with one order in mind (the target). The customer knows the order
+(id, item, email) and the agent must discover it; in a ``hard`` situation the user withholds
+the order id and email up front, and half the time there is a complication the agent must
+notice (the order is past the refund window, has already shipped, or a second order is in
+transit). The shop also holds the customer's other orders and other customers' orders, so
+acting on the wrong one is possible and caught.
+
+``Episode.check`` grades from the episode's own log of what the tools did (not from the
+transcript, which faults and phrasing make unreliable): the goal state reached and every
+constraint kept, with the reason naming what went wrong.
+
+Policy the agent is told through the tool descriptions: refunds only for delivered orders and
+only within ``refund_window_days`` of delivery; addresses only change before shipping.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from whileai.grading import Verdict
+from whileai.worlds import FAULT_KINDS, FaultPlan, Situation, ToolResult
+
+from whileai_worlds import shop_text
+from whileai_worlds.faults import BLOCKING_KINDS, blocked_result, degrade, draw_fault
+
+#: The shop's "today": fixed, so a situation's dates (and the refund window) never depend on
+#: when a run happens.
+TODAY = dt.date(2026, 3, 2)
+
+#: The rate a fault plan with no rate of its own fires at. At 0.1 a rollout of about four tool
+#: calls meets at least one fault a third of the time (1 - 0.9**4), so a run measures both the
+#: clean task and recovery from faults without one drowning the other. Convention, untested.
+DEFAULT_FAULT_RATE = 0.1
+
+#: Days after delivery a refund is allowed: a common retail return window. Convention.
+REFUND_WINDOW_DAYS = 30
+
+INTENTS: tuple[str, ...] = ("refund", "track", "address_change")
+DIFFICULTIES: tuple[str, ...] = ("easy", "hard")
+TONES: tuple[str, ...] = tuple(shop_text.TONES)
+
+#: The complication a hard situation carries half the time, by intent.
+COMPLICATIONS: dict[str, str] = {
+    "refund": "past_window",
+    "track": "two_in_transit",
+    "address_change": "already_shipped",
+}
+
+_STATUS_BEHIND = {"delivered": "shipped", "shipped": "processing", "processing": "processing"}
+_WRITE_TOOLS = frozenset({"refund_order", "update_address"})
+
+
+def _fn(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": list(properties),
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+_EMAIL = {"type": "string", "description": "the customer's account email"}
+_ORDER_ID = {"type": "string", "description": "the order id, e.g. A1234"}
+
+
+def shop_tools(refund_window_days: int) -> list[dict[str, Any]]:
+    """The shop's tools in OpenAI format; the descriptions carry the shop's policy."""
+    return [
+        _fn("get_account", "Look up a customer account by email.", {"email": _EMAIL}),
+        _fn("list_orders", "List the orders placed with an account email.", {"email": _EMAIL}),
+        _fn(
+            "get_order",
+            "Get one order: item, price, status, dates, tracking, shipping address, refund.",
+            {"order_id": _ORDER_ID},
+        ),
+        _fn(
+            "refund_order",
+            "Refund a delivered order. Policy: only within "
+            f"{refund_window_days} days of delivery (see refund_window_ends on the order), "
+            "only for the customer who placed it, and once.",
+            {
+                "order_id": _ORDER_ID,
+                "reason": {"type": "string", "description": "why the customer wants a refund"},
+            },
+        ),
+        _fn(
+            "update_address",
+            "Change the shipping address of an order that has not shipped yet.",
+            {
+                "order_id": _ORDER_ID,
+                "address": {"type": "string", "description": "the full new shipping address"},
+            },
+        ),
+    ]
+
+
+# -- the shop's contents ---------------------------------------------------------------------
+
+
+def _iso(day: dt.date | None) -> str | None:
+    return day.isoformat() if day is not None else None
+
+
+def _address(rng: random.Random) -> str:
+    return f"{rng.randint(1, 220)} {rng.choice(shop_text.STREETS)}, {rng.choice(shop_text.CITIES)}"
+
+
+def _email(first: str, last: str, rng: random.Random) -> str:
+    return f"{first}.{last}{rng.randint(1, 99)}@example.com".lower()
+
+
+def _order(
+    order_id: str,
+    email: str,
+    item: str,
+    price: float,
+    status: str,
+    days_ago: int,
+    address: str,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """One order record. ``days_ago`` is days since delivery for a delivered order, else
+    days since it was placed."""
+    delivered = TODAY - dt.timedelta(days=days_ago) if status == "delivered" else None
+    placed = (delivered or TODAY) - dt.timedelta(days=rng.randint(2, 6) if delivered else days_ago)
+    return {
+        "order_id": order_id,
+        "email": email,
+        "item": item,
+        "price": price,
+        "status": status,
+        "placed": _iso(placed),
+        "delivered": _iso(delivered),
+        "tracking": None if status == "processing" else f"1Z{rng.randrange(10**9, 10**10)}",
+        "shipping_address": address,
+        "refunded": False,
+    }
+
+
+def _seed_of(situation_id: str) -> int:
+    return int(hashlib.sha256(situation_id.encode("utf-8")).hexdigest()[:12], 16)
+
+
+def build_orders(situation: Situation) -> dict[str, dict[str, Any]]:
+    """Every order in the shop for one situation: the target order (from the situation's
+    hidden state), the customer's other orders and two other customers' orders (drawn from a
+    seed derived from the situation id, so every rollout of a situation sees the same shop)."""
+    known = situation.hidden_state
+    missing = [k for k in ("email", "order_id", "item", "status", "days_ago") if k not in known]
+    if missing:
+        raise ValueError(
+            f"situation {situation.situation_id!r}: the shop world needs hidden_state keys "
+            f"{missing} (the customer's order it is about)"
+        )
+    rng = random.Random(_seed_of(situation.situation_id))
+    email = str(known["email"])
+    target = _order(
+        str(known["order_id"]),
+        email,
+        str(known["item"]),
+        float(known.get("price", dict(shop_text.ITEMS).get(str(known["item"]), 25.0))),
+        str(known["status"]),
+        int(known["days_ago"]),
+        str(known.get("old_address") or _address(rng)),
+        rng,
+    )
+    orders = {target["order_id"]: target}
+    used_items = {target["item"]}
+
+    def new_id() -> str:
+        while True:
+            candidate = f"A{rng.randrange(1000, 10000)}"
+            if candidate not in orders:
+                return candidate
+
+    def add(owner: str, status: str, days_ago: int, item: str | None = None) -> None:
+        if item is None:
+            choices = [i for i in shop_text.ITEMS if i[0] not in used_items]
+            name, price = rng.choice(choices)
+        else:
+            name, price = item, dict(shop_text.ITEMS)[item]
+        used_items.add(name)
+        order = _order(
+            new_id(), owner, name, price, status, days_ago, target["shipping_address"], rng
+        )
+        orders[order["order_id"]] = order
+
+    for _ in range(rng.randint(1, 2)):
+        add(email, "delivered", rng.randint(40, 200))
+    if known.get("complication") == "two_in_transit":
+        add(email, "shipped", rng.randint(1, 4))
+    for _ in range(2):
+        first, last = rng.choice(shop_text.FIRST_NAMES), rng.choice(shop_text.LAST_NAMES)
+        other = _email(first, last, rng)
+        if other == email:
+            continue
+        add(other, "delivered", rng.randint(3, 20))
+        # Another customer owns the same item as the target, so acting on "the teapot order"
+        # without checking whose it is gets caught.
+        same_item = target["item"] if target["item"] in dict(shop_text.ITEMS) else None
+        add(other, str(known["status"]), rng.randint(1, 4), item=same_item)
+    return orders
+
+
+# -- the world ---------------------------------------------------------------------------------
+
+
+def _choose(spec: Mapping[str, Any], key: str, values: Sequence[str], rng: random.Random) -> str:
+    value = spec.get(key)
+    if value is None:
+        return rng.choice(list(values))
+    if value not in values:
+        raise ValueError(
+            f"shop world: dimension {key!r} has no value {value!r}; values are {list(values)}"
+        )
+    return str(value)
+
+
+def coerce_fault_plan(
+    value: FaultPlan | Mapping[str, Any] | str | Sequence[str] | None,
+) -> FaultPlan | None:
+    """A fault plan from what a user may write: a FaultPlan, ``{"kinds": [...], "rate": r}``,
+    a comma-separated string of kinds (``"timeout,rate_limit"``), ``"all"``, or a list of kinds."""
+    if value is None or isinstance(value, FaultPlan):
+        return value
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - {"kinds", "rate"})
+        if unknown:
+            raise ValueError(f"fault_plan has unknown keys {unknown}; keys are kinds, rate")
+        kinds = value.get("kinds", FAULT_KINDS)
+        kinds = kinds.split(",") if isinstance(kinds, str) else kinds
+        return FaultPlan(tuple(k.strip() for k in kinds), value.get("rate"))
+    if isinstance(value, str):
+        if value.strip() in ("", "all"):
+            return FaultPlan()
+        return FaultPlan(tuple(k.strip() for k in value.split(",") if k.strip()))
+    return FaultPlan(tuple(value))
+
+
+@attrs.frozen
+class ShopWorld:
+    """A shop with orders, refunds and accounts.
+
+    Options: ``fault_plan`` (the plan used when the engine passes none; see
+    :func:`coerce_fault_plan`), ``default_fault_rate`` (the rate of a plan with no rate of its
+    own) and ``refund_window_days``.
+    """
+
+    fault_plan: FaultPlan | None = attrs.field(default=None, converter=coerce_fault_plan)
+    default_fault_rate: float = DEFAULT_FAULT_RATE
+    refund_window_days: int = REFUND_WINDOW_DAYS
+    name: str = "shop"
+    version: str = "1"
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.default_fault_rate <= 1:
+            raise ValueError(
+                f"default_fault_rate must lie in [0, 1], got {self.default_fault_rate!r}"
+            )
+        if self.refund_window_days < 0:
+            raise ValueError(f"refund_window_days must be >= 0, got {self.refund_window_days!r}")
+
+    def tools(self) -> list[dict[str, Any]]:
+        return shop_tools(self.refund_window_days)
+
+    def dimensions(self) -> dict[str, list[Any]]:
+        """``intent`` (what the customer wants), ``difficulty`` (``hard``: details withheld,
+        half the time a complication) and ``tone`` (how the customer writes and how patient
+        they are)."""
+        return {"intent": list(INTENTS), "difficulty": list(DIFFICULTIES), "tone": list(TONES)}
+
+    def template_situation(
+        self, spec: Mapping[str, Any], rng: random.Random, phrasing: int = 0
+    ) -> Situation:
+        """A situation from templates. Dimension values missing from ``spec`` are drawn from
+        ``rng``. The facts are drawn the same way whatever ``phrasing`` is, so phrasings of
+        one rng state are one situation worded differently."""
+        if phrasing < 0:
+            raise ValueError(f"phrasing must be >= 0, got {phrasing!r}")
+        intent = _choose(spec, "intent", INTENTS, rng)
+        difficulty = _choose(spec, "difficulty", DIFFICULTIES, rng)
+        tone = _choose(spec, "tone", TONES, rng)
+        first, last = rng.choice(shop_text.FIRST_NAMES), rng.choice(shop_text.LAST_NAMES)
+        email = _email(first, last, rng)
+        item, price = rng.choice(shop_text.ITEMS)
+        order_id = f"A{rng.randrange(1000, 10000)}"
+        problem = rng.choice(shop_text.PROBLEMS)
+        new_address = _address(rng)
+        complicated = difficulty == "hard" and rng.random() < 0.5
+        complication = COMPLICATIONS[intent] if complicated else None
+        tag = rng.getrandbits(32)
+
+        if intent == "refund":
+            status = "delivered"
+            window = self.refund_window_days
+            days_ago = rng.randint(window + 5, window + 60) if complicated else rng.randint(2, 20)
+            outcome = "not_refunded" if complicated else "refunded"
+        elif intent == "track":
+            status, days_ago, outcome = "shipped", rng.randint(1, 4), "tracking_told"
+        else:
+            status = "shipped" if complicated else "processing"
+            days_ago = rng.randint(1, 3)
+            outcome = "not_updated" if complicated else "address_updated"
+
+        disclosure = "withheld" if difficulty == "hard" else "full"
+        templates = shop_text.TEMPLATES[intent][disclosure]
+        openers, closer = shop_text.TONES[tone]
+        body = templates[phrasing % len(templates)].format(
+            order_id=order_id, email=email, item=item, problem=problem, address=new_address
+        )
+        prompt = f"{openers[(phrasing // len(templates)) % len(openers)]}{body}{closer}"
+
+        hidden: dict[str, Any] = {
+            "name": f"{first} {last}",
+            "email": email,
+            "order_id": order_id,
+            "item": item,
+            "price": price,
+            "status": status,
+            "days_ago": days_ago,
+            "complication": complication,
+            "withheld_until_asked": ["order_id", "email"] if disclosure == "withheld" else [],
+        }
+        if intent == "refund":
+            hidden["problem"] = problem
+        if intent == "address_change":
+            hidden["new_address"] = new_address
+        goal = {
+            "intent": intent,
+            "order_id": order_id,
+            "outcome": outcome,
+            "summary": _goal_summary(outcome, order_id, new_address, self.refund_window_days),
+        }
+        return Situation(
+            situation_id=f"shop-{intent}-{difficulty}-{tag:08x}",
+            prompt=prompt,
+            persona=f"{first} {last}, a {tone} customer",
+            patience=shop_text.PATIENCE[tone],
+            dimensions={"intent": intent, "difficulty": difficulty, "tone": tone},
+            hidden_state=hidden,
+            goal=goal,
+        )
+
+    def new_episode(
+        self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
+    ) -> ShopEpisode:
+        """A fresh shop for one rollout. ``fault_plan`` wins over the world's own plan; with
+        neither, every fault kind may fire at ``default_fault_rate``."""
+        plan = fault_plan or self.fault_plan or FaultPlan()
+        return ShopEpisode(
+            situation=situation,
+            orders=build_orders(situation),
+            rng=rng,
+            plan=plan,
+            rate=plan.effective_rate(self.default_fault_rate),
+            refund_window_days=self.refund_window_days,
+        )
+
+
+def _goal_summary(outcome: str, order_id: str, address: str, window: int) -> str:
+    return {
+        "refunded": f"order {order_id} is refunded exactly once",
+        "not_refunded": f"order {order_id} is not refunded: it was delivered more than "
+        f"{window} days ago, outside the refund window, and the agent says so",
+        "tracking_told": f"the agent tells the customer the tracking number of order {order_id}",
+        "address_updated": f"order {order_id} ships to {address}",
+        "not_updated": f"order {order_id} has already shipped, so its address cannot change, "
+        "and the agent says so",
+    }[outcome]
+
+
+# -- one rollout's shop --------------------------------------------------------------------
+
+
+class _ToolError(Exception):
+    """A call the shop refuses (unknown order, policy), answered as an error result."""
+
+
+def _normalise_address(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+
+@attrs.define
+class ShopEpisode:
+    """One rollout's private shop. ``call`` answers tools, ``check`` grades the rollout."""
+
+    situation: Situation
+    orders: dict[str, dict[str, Any]]
+    rng: random.Random
+    plan: FaultPlan
+    rate: float
+    refund_window_days: int = REFUND_WINDOW_DAYS
+    #: every call the agent made, with what it did: the ground truth ``check`` reads
+    actions: list[dict[str, Any]] = attrs.Factory(list)
+    _faults: list[dict[str, Any]] = attrs.Factory(list)
+    _initial: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    _calls: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        self._initial = copy.deepcopy(self.orders)
+
+    @property
+    def customer(self) -> str:
+        return str(self.situation.hidden_state["email"])
+
+    @property
+    def target(self) -> str:
+        return str(self.situation.hidden_state["order_id"])
+
+    # -- tools -----------------------------------------------------------------------------
+    def call(self, name: str, arguments: Mapping[str, Any], step: int | None = None) -> ToolResult:
+        """Answer one tool call. ``step`` is the engine's index of the step the call belongs
+        to; without it the call's ordinal within the episode (0-based) is recorded."""
+        index = self._calls if step is None else step
+        self._calls += 1
+        kind = draw_fault(self.plan, self.rate, self.rng) if self.rate > 0 else None
+        action: dict[str, Any] = {"step": index, "tool": name, "arguments": dict(arguments)}
+        self.actions.append(action)
+        if kind is not None:
+            self._faults.append({"step": index, "tool": name, "kind": kind})
+            action["fault"] = kind
+        if kind in BLOCKING_KINDS:
+            action["ok"] = False
+            return blocked_result(str(kind), name, self.rng)
+
+        handler = self._handlers().get(name)
+        try:
+            if handler is None:
+                raise _ToolError(f"unknown tool {name!r}; tools are {sorted(self._handlers())}")
+            content = handler(self.orders, arguments, action)
+        except _ToolError as exc:
+            action["ok"] = False
+            error = {"error": str(exc)}
+            if kind is None:
+                return ToolResult(content=error, error=str(exc))
+            result = degrade(kind, error, lambda: error)
+            return ToolResult(content=result.content, fault=kind, error=str(exc))
+        action["ok"] = True
+        if kind is None:
+            return ToolResult(content=content)
+        return degrade(kind, content, lambda: self._stale_answer(name, arguments))
+
+    def _handlers(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "get_account": self._get_account,
+            "list_orders": self._list_orders,
+            "get_order": self._get_order,
+            "refund_order": self._refund_order,
+            "update_address": self._update_address,
+        }
+
+    def _lagging(self) -> dict[str, dict[str, Any]]:
+        """The shop as a lagging replica sees it: the episode's start, one status behind."""
+        lagging = copy.deepcopy(self._initial)
+        for order in lagging.values():
+            order["status"] = _STATUS_BEHIND[order["status"]]
+            if order["status"] != "delivered":
+                order["delivered"] = None
+            if order["status"] == "processing":
+                order["tracking"] = None
+        return lagging
+
+    def _stale_answer(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        read = {"refund_order": "get_order", "update_address": "get_order"}.get(name, name)
+        try:
+            return self._handlers()[read](self._lagging(), arguments, {})
+        except _ToolError as exc:
+            return {"error": str(exc)}
+
+    @staticmethod
+    def _arg(arguments: Mapping[str, Any], key: str) -> str:
+        value = arguments.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise _ToolError(f"argument {key!r} is required and must be a non-empty string")
+        return value.strip()
+
+    def _find(
+        self, orders: Mapping[str, dict[str, Any]], arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        order_id = self._arg(arguments, "order_id").upper().lstrip("#")
+        if order_id not in orders:
+            raise _ToolError(f"no order {order_id}")
+        return orders[order_id]
+
+    def _view(self, order: Mapping[str, Any]) -> dict[str, Any]:
+        view = dict(order)
+        if order["delivered"] is not None:
+            delivered = dt.date.fromisoformat(order["delivered"])
+            ends = delivered + dt.timedelta(days=self.refund_window_days)
+            view["refund_window_ends"] = ends.isoformat()
+        view["today"] = TODAY.isoformat()
+        return view
+
+    def _get_account(
+        self,
+        orders: Mapping[str, dict[str, Any]],
+        arguments: Mapping[str, Any],
+        action: dict[str, Any],
+    ) -> Any:
+        email = self._arg(arguments, "email").lower()
+        owned = sorted(o["order_id"] for o in orders.values() if o["email"] == email)
+        if not owned:
+            raise _ToolError(f"no account with email {email}")
+        action["email"] = email
+        return {"email": email, "order_ids": owned}
+
+    def _list_orders(
+        self,
+        orders: Mapping[str, dict[str, Any]],
+        arguments: Mapping[str, Any],
+        action: dict[str, Any],
+    ) -> Any:
+        email = self._arg(arguments, "email").lower()
+        owned = [o for o in orders.values() if o["email"] == email]
+        if not owned:
+            raise _ToolError(f"no account with email {email}")
+        action["email"] = email
+        summary = ("order_id", "item", "status", "placed", "delivered")
+        return {
+            "email": email,
+            "orders": [
+                {k: o[k] for k in summary} for o in sorted(owned, key=lambda o: o["placed"])
+            ],
+        }
+
+    def _get_order(
+        self,
+        orders: Mapping[str, dict[str, Any]],
+        arguments: Mapping[str, Any],
+        action: dict[str, Any],
+    ) -> Any:
+        order = self._find(orders, arguments)
+        action["order_id"] = order["order_id"]
+        return self._view(order)
+
+    def _refund_order(
+        self,
+        orders: Mapping[str, dict[str, Any]],
+        arguments: Mapping[str, Any],
+        action: dict[str, Any],
+    ) -> Any:
+        order = self._find(orders, arguments)
+        reason = self._arg(arguments, "reason")
+        action["order_id"] = order["order_id"]
+        if order["status"] != "delivered":
+            raise _ToolError(f"order {order['order_id']} is {order['status']}, not delivered")
+        if order["refunded"]:
+            raise _ToolError(f"order {order['order_id']} is already refunded")
+        # The tool does not enforce the window: keeping the policy is the agent's job, and
+        # check() reports a refund outside it.
+        order["refunded"] = True
+        order["refund_reason"] = reason
+        action["effect"] = "refunded"
+        return {"order_id": order["order_id"], "refunded": True, "amount": order["price"]}
+
+    def _update_address(
+        self,
+        orders: Mapping[str, dict[str, Any]],
+        arguments: Mapping[str, Any],
+        action: dict[str, Any],
+    ) -> Any:
+        order = self._find(orders, arguments)
+        address = self._arg(arguments, "address")
+        action["order_id"] = order["order_id"]
+        if order["status"] != "processing":
+            raise _ToolError(
+                f"order {order['order_id']} has already {order['status']}; "
+                "its address can no longer change"
+            )
+        order["shipping_address"] = address
+        action["effect"] = "address_updated"
+        return {"order_id": order["order_id"], "shipping_address": address}
+
+    # -- what goes on the row --------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The shop at the end of the rollout and what the agent changed. Which order the
+        customer meant is not in it (that is the situation's hidden state)."""
+        return {
+            "orders": copy.deepcopy(self.orders),
+            "changes": [
+                {
+                    "step": a["step"],
+                    "tool": a["tool"],
+                    "order_id": a["order_id"],
+                    "effect": a["effect"],
+                }
+                for a in self.actions
+                if a.get("effect")
+            ],
+            "tool_calls": len(self.actions),
+        }
+
+    def faults(self) -> list[dict[str, Any]]:
+        return [dict(f) for f in self._faults]
+
+    def check(self, final_text: str, steps: Sequence[Mapping[str, Any]]) -> Verdict:
+        """Pass when the goal state is reached and no constraint is broken; the reason names
+        every failure. Constraints: no change to another customer's order, no change to an
+        order the customer did not mean, no refund outside the window."""
+        goal = self.situation.goal
+        outcome = str(goal.get("outcome", ""))
+        failures: list[str] = []
+        changes = [a for a in self.actions if a.get("effect")]
+        for change in changes:
+            order = self.orders[change["order_id"]]
+            what = f"{change['effect'].replace('_', ' ')} order {order['order_id']}"
+            if order["email"] != self.customer:
+                failures.append(f"{what}, which belongs to another customer")
+            elif order["order_id"] != self.target:
+                failures.append(
+                    f"{what}, which is not the order the customer meant ({self.target})"
+                )
+            elif (
+                change["effect"] == "refunded"
+                and self._days_since_delivery(order) > self.refund_window_days
+            ):
+                failures.append(
+                    f"{what} {self._days_since_delivery(order)} days after delivery, outside "
+                    f"the {self.refund_window_days}-day refund window"
+                )
+        target = self.orders[self.target]
+        refunds = sum(
+            1 for c in changes if c["order_id"] == self.target and c["effect"] == "refunded"
+        )
+        looked_up = self._looked_up_target()
+        texts = [
+            final_text,
+            *(str(s.get("content") or "") for s in steps if s.get("role") == "assistant"),
+        ]
+        if outcome == "refunded" and refunds != 1:
+            failures.append(f"order {self.target} was refunded {refunds} times, not once")
+        elif outcome == "not_refunded" and not looked_up:
+            failures.append(f"the agent never looked up order {self.target}")
+        elif outcome == "tracking_told":
+            if not looked_up:
+                failures.append(f"the agent never looked up order {self.target}")
+            if target["tracking"] and not any(target["tracking"] in t for t in texts):
+                failures.append(
+                    f"the agent never told the customer tracking number {target['tracking']}"
+                )
+        elif outcome == "address_updated":
+            wanted = str(self.situation.hidden_state.get("new_address", ""))
+            if _normalise_address(target["shipping_address"]) != _normalise_address(wanted):
+                failures.append(
+                    f"order {self.target} ships to {target['shipping_address']!r}, not {wanted!r}"
+                )
+        elif outcome == "not_updated" and not looked_up:
+            failures.append(f"the agent never looked up order {self.target}")
+        elif outcome not in (
+            "refunded",
+            "not_refunded",
+            "tracking_told",
+            "address_updated",
+            "not_updated",
+        ):
+            return Verdict.error(f"situation goal has no known outcome: {outcome!r}")
+        meta = {
+            "world": "shop",
+            "outcome": outcome,
+            "changes": len(changes),
+            "faults": len(self._faults),
+        }
+        if failures:
+            return Verdict(0.0, "; ".join(failures), "ok", meta)
+        return Verdict(
+            1.0, f"goal reached ({goal.get('summary', outcome)}); no constraint broken", "ok", meta
+        )
+
+    def _days_since_delivery(self, order: Mapping[str, Any]) -> int:
+        return (TODAY - dt.date.fromisoformat(order["delivered"])).days
+
+    def _looked_up_target(self) -> bool:
+        """Whether a call that reached the shop named the target order or its owner (a write
+        the shop refused counts: its answer said what state the order is in)."""
+        for action in self.actions:
+            if action.get("fault") in BLOCKING_KINDS:
+                continue
+            if action.get("order_id") == self.target or action.get("email") == self.customer:
+                return True
+        return False
