@@ -6,6 +6,8 @@ from whileai import hookimpl
 from whileai.hookspecs import Register
 
 from whileai_verifiers.exact import ExactMatch
+from whileai_verifiers.mathequal import MathEqual
+from whileai_verifiers.numeric import Numeric
 
 
 @hookimpl
@@ -15,4 +17,16 @@ def whileai_register_verifiers(register: Register) -> None:
         ExactMatch,
         aliases=("exact_match", "exact"),
         description="string equality after configurable normalisation",
+    )
+    register(
+        "MathEqual",
+        MathEqual,
+        aliases=("math_equal", "math"),
+        description="mathematical equality of final answers (math-verify, exact fast path)",
+    )
+    register(
+        "Numeric",
+        Numeric,
+        aliases=("numeric",),
+        description="the answer's number within relative/absolute tolerance",
     )

@@ -1,0 +1,154 @@
+"""Numbers as people write them in answers: ``1,000``, ``$18.00``, ``-5``, ``2.5e-3``, ``50%``.
+
+Shared by Numeric (tolerant comparison of the last number in a text) and MathEqual's fast path
+(exact comparison of a plainly written number, leaving anything else to math-verify).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+import attrs
+
+_CURRENCY = "$€£¥₹"
+# A sign only when it is attached to the number and not a subtraction ("10-4", "x -4" in "2x -4"
+# is still read as -4: an answer text rarely carries algebra, and MathEqual defers those).
+_NUMBER = re.compile(
+    r"""
+    (?<![\w.\d])
+    (?P<sign>[-−+])?
+    (?P<currency>[$€£¥₹]|\\\$)?\s?
+    (?P<sign2>[-−])?
+    (?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
+    (?:
+        (?:[eE](?P<exp>[-+]?\d+))
+        |
+        (?:\s?(?:[x×*]|\\times|\\cdot)\s?10\s?(?:\^|\*\*)\s?\{?(?P<exp10>[-+−]?\d+)\}?)
+    )?
+    (?P<percent>\s?(?:\\?%|\ percent\b))?
+    """,
+    re.VERBOSE,
+)
+_WHOLE_PADDING = re.compile(r"^\s*(?:####\s*)?|[\s.]*$")
+
+
+@attrs.frozen
+class NumberToken:
+    """One number found in a text, with where it was."""
+
+    value: Decimal
+    text: str
+    start: int
+    end: int
+    percent: bool
+    exponent: bool
+
+
+def _token(match: re.Match[str]) -> NumberToken | None:
+    digits = match["digits"].replace(",", "")
+    negative = (match["sign"] in ("-", "−")) != (match["sign2"] is not None)
+    try:
+        value = Decimal(digits)
+    except InvalidOperation:  # pragma: no cover - the pattern only lets digits through
+        return None
+    exp = match["exp"] or match["exp10"]
+    if exp is not None:
+        value = value.scaleb(int(exp.replace("−", "-")))
+    if negative:
+        value = -value
+    return NumberToken(
+        value=value,
+        text=match.group(0),
+        start=match.start(),
+        end=match.end(),
+        percent=match["percent"] is not None,
+        exponent=exp is not None,
+    )
+
+
+def find_numbers(text: str) -> list[NumberToken]:
+    """Every number in ``text``, in order."""
+    tokens = []
+    for match in _NUMBER.finditer(text):
+        token = _token(match)
+        if token is not None:
+            tokens.append(token)
+    return tokens
+
+
+def whole_number(text: str) -> NumberToken | None:
+    """The number ``text`` consists of (allowing ``####``, currency, a final full stop), or None."""
+    core = _WHOLE_PADDING.sub("", text)
+    match = _NUMBER.fullmatch(core)
+    return _token(match) if match else None
+
+
+def plain_decimal(text: str) -> Decimal | None:
+    """``text`` as an exact decimal when it is a plainly written number (no %, no exponent)."""
+    token = whole_number(text)
+    if token is None or token.percent or token.exponent:
+        return None
+    return token.value
+
+
+def shown(value: Decimal) -> str:
+    """A decimal as a person writes it: ``18`` for ``18.00``, ``0.5`` for ``5E-1``."""
+    if value == value.to_integral_value():
+        return str(value.quantize(Decimal(1)))
+    return format(value.normalize(), "f")
+
+
+# Characters next to a number that make it part of something bigger (a fraction, a power, a
+# LaTeX group, a decimal comma, a digit group written with spaces): the fast path steps aside.
+_UNSAFE_BEFORE = set("/^\\{_*.,")
+_UNSAFE_AFTER = set("/^\\}_*(,.")
+_ANSWER_ANCHOR = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*:?", re.IGNORECASE)
+_BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
+
+
+def _isolated(region: str, token: NumberToken) -> bool:
+    before = region[: token.start].rstrip(" $")
+    after = region[token.end :]
+    if before and (before[-1] in _UNSAFE_BEFORE or before[-1].isdigit()):
+        return False
+    if before.endswith("- ") or before.endswith("+ "):
+        return False
+    if after[:1] in _UNSAFE_AFTER and after[1:2].isdigit():
+        return False
+    if after[:1] in _UNSAFE_AFTER - {",", "."}:
+        return False
+    # "18k", "18x" or a digit group written with spaces ("1 000") is more than this number.
+    return not (after[:1].isalpha() or after.lstrip(" ")[:1].isdigit())
+
+
+def plain_answer(text: str) -> Decimal | None:
+    """The final number of an answer written the GSM8K way, or None when it is not that simple.
+
+    Where the answer is: after the last ``####``; else inside the last ``\\boxed{}``; else after
+    the last "answer is" / "answer:"; else the last number of the text. None (ask math-verify)
+    when that number is a percentage, has an exponent, or sits in a fraction, power, LaTeX group
+    or digit group, or when the region holds LaTeX commands.
+    """
+    if "####" in text:
+        region, first = text.rsplit("####", 1)[1], True
+    elif "\\boxed" in text:
+        boxed = _BOXED.findall(text)
+        if not boxed or text.count("\\boxed") != len(boxed):
+            return None
+        region, first = boxed[-1], True
+    else:
+        anchors = list(_ANSWER_ANCHOR.finditer(text))
+        if anchors:
+            region, first = text[anchors[-1].end() :], True
+        else:
+            region, first = text, False
+    if "\\" in region.replace("\\$", ""):
+        return None
+    tokens = find_numbers(region)
+    if not tokens:
+        return None
+    token = tokens[0] if first else tokens[-1]
+    if token.percent or token.exponent or not _isolated(region, token):
+        return None
+    return token.value

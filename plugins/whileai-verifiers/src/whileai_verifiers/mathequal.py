@@ -1,0 +1,201 @@
+"""MathEqual: is the completion's final answer mathematically equal to the reference?
+
+Two paths:
+
+- Fast path, in the calling thread: a reference that is a plainly written number (``18``,
+  ``1,000``, ``#### 18``, ``$18.00``) against an answer written the GSM8K way (``#### 18``,
+  "The answer is 18.", ``\\boxed{18}``, or prose whose last number is the answer) is compared as
+  exact decimals, so ``18``, ``18.0`` and ``$18.00`` are equal and ``18.01`` is not. Equal
+  strings are equal without parsing. Parsed references are cached (an LRU keyed on the
+  reference string), since k completions of a prompt share one reference.
+- Everything else (LaTeX, ``\\frac``, boxed expressions, percentages, sets, intervals, units,
+  algebra) goes to ``math-verify`` (``parse`` then ``verify``; its extraction decides which part
+  of the completion is the answer). Its own timeout is signal-based and works only in the main
+  thread, so it is switched off and MathEqual enforces ``timeout`` itself: the slow path runs in
+  worker processes (at most ``workers`` of them, started on first need), and a worker that
+  misses the deadline is killed and replaced. This works from any thread and any process.
+  ``timeout=None`` runs math-verify in the calling thread with no deadline.
+
+A timed-out or crashed comparison is not a 0: the verdict has ``status="error"`` and a reason
+such as ``"timeout after 5.0s"`` (``on_timeout="fail"`` scores it 0.0 instead, with the same
+reason). A reference math-verify cannot parse is an error too; an answer it cannot find scores
+0.0 ("no answer found"). Reasons name the answer first, then the reference:
+``"18 == 18"``, ``"17 != 18"``, ``"parsed 0.8 vs 3/4: not equal"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from decimal import Decimal
+from importlib.metadata import version
+from typing import Any
+
+from whileai.grading import Verdict
+
+from whileai_verifiers import __version__
+from whileai_verifiers._numbers import plain_answer, plain_decimal, shown
+from whileai_verifiers._workers import WorkerCrashed, WorkerPool, WorkerTimeout
+
+_WORKER_MODULE = "whileai_verifiers._mathworker"
+
+
+@functools.lru_cache(maxsize=65536)
+def _reference_number(reference: str) -> Decimal | None:
+    return plain_decimal(reference)
+
+
+def _same_text(a: str, b: str) -> bool:
+    def norm(text: str) -> str:
+        return " ".join(text.split()).strip("$ .").lower()
+
+    return norm(a) == norm(b)
+
+
+def default_workers() -> int:
+    """Slow-path workers: one per CPU this process may use, at most 4 (each holds SymPy)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+class MathEqual:
+    """1.0 when the completion's answer equals the reference (or any of a list of them)."""
+
+    name = "MathEqual"
+    version = __version__
+
+    def __init__(
+        self,
+        *,
+        timeout: float | None = 5.0,
+        workers: int | None = None,
+        on_timeout: str = "error",
+        strict: bool = True,
+        fast_path: bool = True,
+    ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(
+                f"timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
+        if on_timeout not in ("error", "fail"):
+            raise ValueError(f"on_timeout must be 'error' or 'fail', got {on_timeout!r}")
+        workers = default_workers() if workers is None else workers
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        self.timeout = float(timeout) if timeout is not None else None
+        self.workers = workers
+        self.on_timeout = on_timeout
+        self.strict = strict
+        self.fast_path = fast_path
+        self.options = {
+            "timeout": self.timeout,
+            "workers": workers,
+            "on_timeout": on_timeout,
+            "strict": strict,
+            "fast_path": fast_path,
+        }
+        self.meta = {"math_verify": version("math-verify"), "options": dict(self.options)}
+        self._pool: WorkerPool | None = None
+
+    # A verifier travels to executor processes; its worker pool does not.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_pool"] = None
+        return state
+
+    def close(self) -> None:
+        """Stop the slow-path workers (they also stop when the verifier is collected)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> MathEqual:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the slow-path workers running now."""
+        return self._pool.running if self._pool is not None else []
+
+    def verify(self, completion: str, reference: Any, prompt: str | None = None) -> Verdict:
+        if reference is None:
+            return Verdict.error("no reference to compare with (privileged.reference is empty)")
+        if not isinstance(completion, str):
+            return Verdict.error(f"the completion is a {type(completion).__name__}, not a string")
+        references = [
+            _reference_text(r)
+            for r in (reference if isinstance(reference, list | tuple) else [reference])
+        ]
+        if not references:
+            return Verdict.error("the reference list is empty")
+        if self.fast_path:
+            fast = self._fast(completion, references)
+            if fast is not None:
+                return fast
+        return self._slow(completion, references)
+
+    def _fast(self, completion: str, references: Sequence[str]) -> Verdict | None:
+        for ref in references:
+            if _same_text(completion, ref):
+                return Verdict(1.0, f"{ref.strip()} == {ref.strip()}", meta={"path": "fast"})
+        numbers = [_reference_number(ref) for ref in references]
+        if any(n is None for n in numbers):
+            return None
+        answer = plain_answer(completion)
+        if answer is None:
+            return None
+        for number in numbers:
+            if answer == number:
+                return Verdict(1.0, f"{shown(answer)} == {shown(answer)}", meta={"path": "fast"})
+        wanted = " or ".join(shown(n) for n in numbers if n is not None)
+        return Verdict(0.0, f"{shown(answer)} != {wanted}", meta={"path": "fast"})
+
+    def _slow(self, completion: str, references: list[str]) -> Verdict:
+        payload = {"answer": completion, "references": references, "strict": self.strict}
+        if self.timeout is None:
+            from whileai_verifiers import _mathworker
+
+            reply = _mathworker.compare(completion, references, self.strict)
+        else:
+            if self._pool is None:
+                self._pool = WorkerPool(_WORKER_MODULE, self.workers)
+            try:
+                reply = self._pool.request(payload, self.timeout)
+            except WorkerTimeout:
+                reason = f"timeout after {self.timeout}s"
+                if self.on_timeout == "fail":
+                    return Verdict(0.0, reason, meta={"path": "math-verify", "timeout": True})
+                return Verdict.error(reason, path="math-verify", timeout=True)
+            except WorkerCrashed as exc:
+                return Verdict.error(f"math-verify worker failed: {exc}", path="math-verify")
+        return _verdict(reply, references)
+
+
+def _reference_text(reference: Any) -> str:
+    if isinstance(reference, bool):
+        raise TypeError(f"a reference is a string or a number, got {reference!r}")
+    return reference if isinstance(reference, str) else str(reference)
+
+
+def _verdict(reply: dict[str, Any], references: list[str]) -> Verdict:
+    meta = {"path": "math-verify"}
+    if "error" in reply:
+        return Verdict.error(f"math-verify failed: {reply['error']}", **meta)
+    if reply["equal"]:
+        return Verdict(1.0, f"parsed {reply['answer']} vs {reply['reference']}: equal", meta=meta)
+    unparsed = reply.get("unparsed_references") or []
+    if len(unparsed) == len(references):
+        shown_refs = ", ".join(repr(r) for r in unparsed)
+        return Verdict.error(f"math-verify could not parse the reference {shown_refs}", **meta)
+    if not reply.get("answer_found"):
+        return Verdict(
+            0.0, f"no answer found in the completion (reference {reply['reference']})", meta=meta
+        )
+    return Verdict(0.0, f"parsed {reply['answer']} vs {reply['reference']}: not equal", meta=meta)

@@ -1,0 +1,125 @@
+"""Numeric: the completion's number against the reference, within a tolerance.
+
+What counts as the answer: by default the LAST number in the completion (chain-of-thought
+replies end with their answer: "3 * 6 = 18, so she makes $18." gives 18). With
+``whole_answer=True`` the completion must be a number and nothing else (currency, a trailing
+full stop, ``####`` and surrounding space allowed); anything more scores 0.0.
+
+How numbers are read: thousands separators (``1,000,000``), a currency sign before the number
+(``$``, ``€``, ``£``, ``¥``, ``₹``, ``-$5`` and ``$-5``), units after it (``5 cm``, ``18 dollars``:
+words after a number are not part of it), scientific notation (``1.5e-3``, ``1.5 × 10^3``,
+``1.5 \\times 10^{3}``), negative numbers (``-5``, ``−5``), percentages (``50%``, ``50\\%``,
+``50 percent``). A decimal comma (``12,5``) is not read as one: ``,`` is a thousands separator.
+
+Percentages, ``percent=``:
+
+- ``"either"`` (default): ``50%`` equals both 50 and 0.5, in the answer and in the reference
+  alike. Benchmarks disagree on whether "what percent" answers are stored as 50 or 0.5, and a
+  reply rarely says which it means, so either reading passes (math-verify does the same).
+- ``"fraction"``: ``50%`` is 0.5 only.
+- ``"number"``: the sign is ignored, ``50%`` is 50 only.
+
+Tolerance: equal when ``|a - b| <= max(rel_tol * max(|a|, |b|), abs_tol)`` (``math.isclose``'s
+rule) in exact decimal arithmetic. Defaults ``rel_tol=1e-6`` (six significant digits, what a
+reply that rounds agrees on) and ``abs_tol=0.0`` (so 0 equals only 0; raise it for answers near
+zero).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from whileai.grading import Verdict
+
+from whileai_verifiers import __version__
+from whileai_verifiers._numbers import NumberToken, find_numbers, shown, whole_number
+
+_PERCENT_MODES = ("either", "fraction", "number")
+
+
+class Numeric:
+    """1.0 when the completion's number is within tolerance of the reference's."""
+
+    name = "Numeric"
+    version = __version__
+
+    def __init__(
+        self,
+        *,
+        rel_tol: float = 1e-6,
+        abs_tol: float = 0.0,
+        percent: str = "either",
+        whole_answer: bool = False,
+    ) -> None:
+        for label, tol in (("rel_tol", rel_tol), ("abs_tol", abs_tol)):
+            if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol >= 0:
+                raise ValueError(f"{label} must be a number >= 0, got {tol!r}")
+        if percent not in _PERCENT_MODES:
+            raise ValueError(f"percent must be one of {', '.join(_PERCENT_MODES)}, got {percent!r}")
+        self.rel_tol = Decimal(str(rel_tol))
+        self.abs_tol = Decimal(str(abs_tol))
+        self.percent = percent
+        self.whole_answer = whole_answer
+        self.options = {
+            "rel_tol": rel_tol,
+            "abs_tol": abs_tol,
+            "percent": percent,
+            "whole_answer": whole_answer,
+        }
+        self.meta = {"options": dict(self.options)}
+
+    def _readings(self, token: NumberToken) -> list[Decimal]:
+        if not token.percent or self.percent == "number":
+            return [token.value]
+        if self.percent == "fraction":
+            return [token.value / 100]
+        return [token.value, token.value / 100]
+
+    def close(self, a: Decimal, b: Decimal) -> bool:
+        """Whether ``a`` and ``b`` are equal within the tolerances."""
+        return abs(a - b) <= max(self.rel_tol * max(abs(a), abs(b)), self.abs_tol)
+
+    def answer(self, completion: str) -> NumberToken | None:
+        """The number the completion gives as its answer, or None."""
+        if self.whole_answer:
+            return whole_number(completion)
+        tokens = find_numbers(completion)
+        return tokens[-1] if tokens else None
+
+    def verify(self, completion: str, reference: Any, prompt: str | None = None) -> Verdict:
+        if reference is None:
+            return Verdict.error("no reference to compare with (privileged.reference is empty)")
+        refs = reference if isinstance(reference, list | tuple) else [reference]
+        if not refs:
+            return Verdict.error("the reference list is empty")
+        ref_tokens: list[NumberToken] = []
+        for ref in refs:
+            token = _reference_token(ref)
+            if token is None:
+                return Verdict.error(f"the reference {ref!r} is not a number")
+            ref_tokens.append(token)
+        got = self.answer(completion)
+        if got is None:
+            what = "is not a number" if self.whole_answer else "has no number"
+            return Verdict(0.0, f"the completion {what}")
+        for ref_token in ref_tokens:
+            for a in self._readings(got):
+                for b in self._readings(ref_token):
+                    if self.close(a, b):
+                        return Verdict(1.0, f"{shown(a)} == {shown(b)}")
+        wanted = " or ".join(ref.text.strip() for ref in ref_tokens)
+        return Verdict(0.0, f"{got.text.strip()} != {wanted}")
+
+
+def _reference_token(reference: Any) -> NumberToken | None:
+    if isinstance(reference, bool):
+        return None
+    if isinstance(reference, int | float | Decimal):
+        value = Decimal(str(reference))
+        if not value.is_finite():
+            return None
+        return NumberToken(value, str(reference), 0, 0, percent=False, exponent=False)
+    if isinstance(reference, str):
+        return whole_number(reference)
+    return None
