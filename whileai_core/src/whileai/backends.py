@@ -101,13 +101,70 @@ class Completion:
         return self.finish_reason == "truncated"
 
 
+@attrs.define
+class BackendStats:
+    """What a backend did across all its calls: the counters a run's report carries.
+
+    A backend keeps one of these as ``backend.stats`` and updates it as calls, retries and
+    waits happen, so a run that spent minutes waiting on rate limits can say so.
+    """
+
+    #: complete() calls started, and how they ended
+    calls: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    #: HTTP requests (or generations) sent: calls plus retries
+    requests: int = 0
+    retries: int = 0
+    #: pauses before a retry (back-off or Retry-After), and their total length
+    waits: int = 0
+    waited_s: float = 0.0
+    #: rate-limit answers (HTTP 429) received, retried or not
+    rate_limited: int = 0
+    #: every failed attempt by kind ("rate_limited", "http_500", "timeout", ...)
+    errors: dict[str, int] = attrs.Factory(dict)
+    #: calls that raised BackendError in the end, by kind
+    failures: dict[str, int] = attrs.Factory(dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def count_error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+    def count_failure(self, kind: str) -> None:
+        self.failed += 1
+        self.failures[kind] = self.failures.get(kind, 0) + 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready copy for a report."""
+        data = attrs.asdict(self)
+        data["waited_s"] = round(self.waited_s, 3)
+        return data
+
+    def summary(self) -> str:
+        """One sentence for a person: calls, retries, time spent waiting, errors."""
+        parts = [f"{self.calls} calls ({self.failed} failed)"]
+        if self.retries:
+            parts.append(f"{self.retries} retries")
+        if self.waits:
+            limited = f", {self.rate_limited} rate-limit answers" if self.rate_limited else ""
+            parts.append(f"waited {self.waited_s:.1f} s over {self.waits} pauses{limited}")
+        if self.errors:
+            parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())))
+        return "; ".join(parts)
+
+
 class BackendError(RuntimeError):
     """A model call that failed for good (after retries). ``kind`` says how."""
 
-    def __init__(self, message: str, *, kind: str = "error", retries: int = 0) -> None:
+    def __init__(
+        self, message: str, *, kind: str = "error", retries: int = 0, waited_s: float = 0.0
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.retries = retries
+        #: seconds spent waiting (Retry-After, back-off) before giving up
+        self.waited_s = waited_s
 
 
 @runtime_checkable
@@ -163,4 +220,4 @@ def resolve_backend(
     backend = get_registry(registry).resolve("backend", chosen, **options)
     if not isinstance(backend, Backend):
         raise TypeError(f"backend {chosen!r} does not implement complete(messages, ...)")
-    return backend  # type: ignore[no-any-return]
+    return backend

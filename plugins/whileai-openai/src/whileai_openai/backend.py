@@ -1,0 +1,426 @@
+"""A backend for any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp's
+server, a proxy), over one ``httpx.AsyncClient`` per event loop.
+
+In-flight requests are bounded by ``concurrency`` (a semaphore, and a connection pool of the
+same size). Rate limits and server errors are retried with back-off that honours
+``Retry-After``; a ``Retry-After`` on a 429 pauses every caller of this backend, not just the
+one that got it, since they share the quota. Everything is counted on ``backend.stats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import httpx
+from whileai.backends import BackendError, BackendStats, Completion, Sampling
+
+from whileai_openai.retry import (
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+)
+from whileai_openai.wire import (
+    JSON_SCHEMA_MODES,
+    WireError,
+    message_spec,
+    read_completion,
+    response_format_spec,
+    tool_spec,
+)
+
+log = logging.getLogger("whileai.openai")
+
+#: What the backend sends when neither the call nor the backend's options say: OpenAI's own
+#: default temperature, sent explicitly so the row's ``sampling`` states what was used.
+DEFAULT_TEMPERATURE = 1.0
+#: A reply cap for one turn (convention, untested); a turn that hits it is marked truncated.
+DEFAULT_MAX_TOKENS = 1024
+#: Requests in flight at once, per backend, when the engine passes no ``concurrency``.
+DEFAULT_CONCURRENCY = 32
+#: Seconds for one HTTP request (a long generation on a busy server takes a while).
+DEFAULT_TIMEOUT_S = 120.0
+#: How much of an error body goes into a message: enough to read the server's reason.
+_BODY_EXCERPT = 300
+
+
+class Secret:
+    """An API key that never prints: repr and str show ``***``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+
+@attrs.define
+class _LoopState:
+    """What must belong to one event loop: the client, its pool and the in-flight gate."""
+
+    client: httpx.AsyncClient
+    gate: asyncio.Semaphore
+    model_lock: asyncio.Lock
+
+
+@attrs.define
+class _Failure:
+    """One failed attempt: its kind, a message for a person, and a Retry-After if any."""
+
+    kind: str
+    message: str
+    retryable: bool
+    retry_after: float | None = None
+
+
+class OpenAICompatibleBackend:
+    """An OpenAI-compatible endpoint as a whileai backend (see ``docs/backends.md``)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        connect_timeout: float = 10.0,
+        max_retries: int | None = None,
+        retry: RetryPolicy | None = None,
+        temperature: float | None = DEFAULT_TEMPERATURE,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        max_tokens_field: str = "max_tokens",
+        json_schema_mode: str = "json_schema",
+        extra_body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        jitter_seed: int | None = None,
+    ) -> None:
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if json_schema_mode not in JSON_SCHEMA_MODES:
+            raise ValueError(
+                f"json_schema_mode must be one of {JSON_SCHEMA_MODES}, got {json_schema_mode!r}"
+            )
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError(
+                "max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "
+                f"got {max_tokens_field!r}"
+            )
+        policy = retry or RetryPolicy()
+        if max_retries is not None:
+            policy = attrs.evolve(policy, max_retries=max_retries)
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.retry = policy
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.max_tokens_field = max_tokens_field
+        self.json_schema_mode = json_schema_mode
+        self.extra_body = dict(extra_body or {})
+        self.stats = BackendStats()
+        self._api_key = Secret(api_key or "")
+        self._headers = dict(headers or {})
+        self._rng = random.Random(jitter_seed)
+        # A 429's Retry-After pauses every caller until this monotonic instant.
+        self._cooldown_until = 0.0
+        self._loop_states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        return (
+            f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r}, "
+            f"model={self.model!r}, concurrency={self.concurrency}, api_key={key})"
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def _state(self) -> _LoopState:
+        # An httpx client and an asyncio semaphore belong to the loop that first used them;
+        # a backend reused under a second asyncio.run() gets fresh ones.
+        loop = asyncio.get_running_loop()
+        state = self._loop_states.get(loop)
+        if state is None:
+            headers = {"Accept": "application/json", **self._headers}
+            if self._api_key:
+                headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
+            client = httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=headers,
+                timeout=httpx.Timeout(
+                    self.timeout, connect=min(self.connect_timeout, self.timeout)
+                ),
+                limits=httpx.Limits(
+                    max_connections=self.concurrency,
+                    max_keepalive_connections=self.concurrency,
+                ),
+            )
+            state = _LoopState(client, asyncio.Semaphore(self.concurrency), asyncio.Lock())
+            self._loop_states[loop] = state
+        return state
+
+    async def aclose(self) -> None:
+        """Close this event loop's connections (the backend stays usable; it reconnects)."""
+        loop = asyncio.get_running_loop()
+        state = self._loop_states.pop(loop, None)
+        if state is not None:
+            await state.client.aclose()
+
+    async def __aenter__(self) -> OpenAICompatibleBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- the call -------------------------------------------------------------------------
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        sampling: Sampling | Mapping[str, Any] | None = None,
+        *,
+        logprobs: bool = False,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One chat completion; BackendError (with ``kind``) once retries are spent."""
+        self.stats.calls += 1
+        try:
+            resolved = Sampling.coerce(sampling)
+            if not messages:
+                raise ValueError("messages is empty: a chat completion needs at least one")
+            state = self._state()
+            model = await self.resolve_model()
+            temperature = (
+                resolved.temperature if resolved.temperature is not None else self.temperature
+            )
+            max_tokens = resolved.max_tokens if resolved.max_tokens is not None else self.max_tokens
+            body = self._body(
+                model, messages, tools, resolved, temperature, max_tokens, logprobs, response_format
+            )
+            data, retries, waited = await self._post_json(state, "/chat/completions", body)
+            try:
+                completion = read_completion(
+                    data,
+                    requested_model=model,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    logprobs=logprobs,
+                )
+            except WireError as exc:
+                self.stats.count_error(exc.kind)
+                raise self._error(exc.kind, f"unreadable answer: {exc}", retries, waited) from None
+        except BackendError as exc:
+            self.stats.count_failure(exc.kind)
+            raise
+        except BaseException:
+            self.stats.failed += 1
+            raise
+        self.stats.succeeded += 1
+        self.stats.input_tokens += completion.input_tokens or 0
+        self.stats.output_tokens += completion.output_tokens or 0
+        return attrs.evolve(completion, retries=retries, waited_s=waited)
+
+    async def resolve_model(self) -> str:
+        """The model to ask for: the configured one, else the first the server lists."""
+        if self.model:
+            return self.model
+        state = self._state()
+        async with state.model_lock:
+            if self.model:
+                return self.model
+            data, _, _ = await self._request_json(state, "GET", "/models", None)
+            listed = data.get("data") if isinstance(data, Mapping) else None
+            ids: list[str] = [
+                m["id"]
+                for m in listed or ()
+                if isinstance(m, Mapping) and isinstance(m.get("id"), str) and m["id"]
+            ]
+            if not ids:
+                raise self._error(
+                    "no_model",
+                    f"{self.base_url}/models lists no model; pass model= or use vllm:<model>@<url>",
+                    0,
+                    0.0,
+                )
+            model: str = ids[0]
+            self.model = model
+            return model
+
+    def _body(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        sampling: Sampling,
+        temperature: float | None,
+        max_tokens: int | None,
+        logprobs: bool,
+        response_format: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "messages": [message_spec(m) for m in messages]}
+        if temperature is not None:
+            body["temperature"] = temperature
+        if max_tokens is not None:
+            body[self.max_tokens_field] = max_tokens
+        if sampling.top_p is not None:
+            body["top_p"] = sampling.top_p
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if tools:
+            body["tools"] = [tool_spec(t) for t in tools]
+        if logprobs:
+            # top_logprobs=0 asks for the sampled token's logprob only; llama.cpp's server
+            # returns none at all without it.
+            body["logprobs"] = True
+            body["top_logprobs"] = 0
+        if response_format is not None:
+            body["response_format"] = response_format_spec(response_format, self.json_schema_mode)
+        body.update(self.extra_body)
+        return body
+
+    # -- HTTP with retries ----------------------------------------------------------------
+    async def _post_json(
+        self, state: _LoopState, path: str, body: Mapping[str, Any]
+    ) -> tuple[Any, int, float]:
+        return await self._request_json(state, "POST", path, body)
+
+    async def _request_json(
+        self, state: _LoopState, method: str, path: str, body: Mapping[str, Any] | None
+    ) -> tuple[Any, int, float]:
+        """The decoded JSON answer, the retries it took and the seconds waited before it."""
+        retries = 0
+        waited = 0.0
+        while True:
+            waited += await self._wait_cooldown()
+            async with state.gate:
+                self.stats.requests += 1
+                outcome = await self._attempt(state, method, path, body)
+            if not isinstance(outcome, _Failure):
+                return outcome, retries, waited
+            self.stats.count_error(outcome.kind)
+            if outcome.kind == "rate_limited":
+                self.stats.rate_limited += 1
+            if not outcome.retryable or retries >= self.retry.max_retries:
+                tail = f" after {retries} retries" if retries else ""
+                raise self._error(outcome.kind, f"{outcome.message}{tail}", retries, waited)
+            retries += 1
+            self.stats.retries += 1
+            if outcome.retry_after is not None:
+                if outcome.retry_after > self.retry.max_retry_after_s:
+                    raise self._error(
+                        outcome.kind,
+                        f"{outcome.message}; the server asked to wait {outcome.retry_after:.0f} s, "
+                        f"more than max_retry_after_s={self.retry.max_retry_after_s:.0f}",
+                        retries - 1,
+                        waited,
+                    )
+                delay = self.retry.after_header(outcome.retry_after, self._rng)
+                if outcome.kind == "rate_limited":
+                    self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+                why = f"Retry-After {outcome.retry_after:g} s"
+            else:
+                delay = self.retry.backoff(retries, self._rng)
+                why = "back-off"
+            log.warning(
+                "%s: %s; retry %d/%d in %.2f s (%s)",
+                self.name,
+                self._redact(outcome.message),
+                retries,
+                self.retry.max_retries,
+                delay,
+                why,
+            )
+            waited += await self._sleep(delay)
+
+    async def _attempt(
+        self, state: _LoopState, method: str, path: str, body: Mapping[str, Any] | None
+    ) -> Any:
+        """One HTTP request: the decoded JSON body, or a :class:`_Failure` saying what went wrong."""
+        where = f"{method} {self.base_url}{path}"
+        try:
+            if body is None:
+                response = await state.client.request(method, path)
+            else:
+                response = await state.client.request(
+                    method,
+                    path,
+                    content=json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json"},
+                )
+        except httpx.TimeoutException as exc:
+            return _Failure("timeout", f"{where} timed out ({type(exc).__name__})", True)
+        except httpx.TransportError as exc:
+            return _Failure(
+                "connection", f"{where}: connection failed or was cut ({_describe(exc)})", True
+            )
+        status = response.status_code
+        if status >= 400:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            kind = "rate_limited" if status == 429 else f"http_{status}"
+            excerpt = response.text[:_BODY_EXCERPT].strip()
+            message = f"{where} answered HTTP {status}" + (f": {excerpt}" if excerpt else "")
+            return _Failure(kind, message, is_retryable_status(status), retry_after)
+        try:
+            return json.loads(response.content)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            excerpt = response.text[:_BODY_EXCERPT]
+            return _Failure(
+                "malformed",
+                f"{where} answered HTTP {status} with a body that is not JSON: {excerpt!r}",
+                retryable=False,
+            )
+
+    async def _wait_cooldown(self) -> float:
+        pause = self._cooldown_until - time.monotonic()
+        return await self._sleep(pause) if pause > 0 else 0.0
+
+    async def _sleep(self, seconds: float) -> float:
+        """Sleep and count it; returns the seconds actually slept (never less than asked)."""
+        start = time.monotonic()
+        # asyncio may wake a hair early; a Retry-After is a floor, so sleep out the remainder.
+        while (remaining := seconds - (time.monotonic() - start)) > 0:
+            await asyncio.sleep(remaining)
+        slept = time.monotonic() - start
+        self.stats.waits += 1
+        self.stats.waited_s += slept
+        return slept
+
+    def _redact(self, text: str) -> str:
+        key = self._api_key.reveal()
+        return text.replace(key, "***") if key else text
+
+    def _error(self, kind: str, message: str, retries: int, waited: float) -> BackendError:
+        return BackendError(
+            f"{self.name}: {self._redact(message)}", kind=kind, retries=retries, waited_s=waited
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
