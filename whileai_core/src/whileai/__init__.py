@@ -35,6 +35,16 @@ _EXPORTS: dict[str, str] = {
     "export_row": "whileai.simulations.privacy",
     "export_rows": "whileai.simulations.privacy",
     "Verdict": "whileai.grading",
+    # measurement: pass rates, paired deltas, the noise floor, RL group selection
+    "pass_at": "whileai.measure",
+    "group_signal": "whileai.measure",
+    "compare": "whileai.measure",
+    "compare_runs": "whileai.measure",
+    "delta_report": "whileai.measure",
+    "eval_variance": "whileai.measure",
+    "noise_band": "whileai.measure",
+    "holdout_size": "whileai.measure",
+    "select": "whileai.measure",
 }
 
 

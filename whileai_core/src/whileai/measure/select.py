@@ -1,0 +1,160 @@
+"""Pick the groups that carry gradient for a grouped RL update.
+
+``select(rows, mode="rl", band=(0.2, 0.8))`` keeps whole groups (rows sharing a task key) whose
+pass rate lies in the band (Lambert 2025, rlhfbook.com chapter Reasoning; DAPO,
+arXiv:2503.14476): a group that all passes or all fails has no advantage to learn from. Rows go
+through the gates in order, and the report counts what each gate dropped, so a set whose rows all
+vanish says why:
+
+1. non-binary reward: partial scores and unjudged rows (the band is over pass / fail)
+2. empty or cut-off reply: ``final_text`` blank, or ``truncated`` true (cut at the token cap)
+3. unanimous group: every remaining row of the task passes, or every one fails
+4. outside band: the group's pass rate (over its remaining rows) is below or above the band
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from whileai.measure._rows import RowCounts, read_rows, rows_of
+from whileai.measure.report import Report, table
+
+MODES = ("rl",)
+GATES = (
+    "non-binary reward",
+    "empty or cut-off reply",
+    "unanimous group",
+    "outside band",
+)
+
+
+@attrs.define(kw_only=True, repr=False)
+class SelectReport(Report):
+    """The kept rows (``.rows``), and for every gate the rows and groups it dropped."""
+
+    title = "select"
+
+    rows: list[Mapping[str, Any]]
+    mode: str
+    band: tuple[float, float]
+    n_rows_in: int
+    n_rows_kept: int
+    n_groups_in: int
+    n_groups_kept: int
+    #: gate -> rows it dropped
+    dropped_rows: dict[str, int]
+    #: gate -> groups it removed entirely (a group the row gates emptied counts there)
+    dropped_groups: dict[str, int]
+    counts: RowCounts
+    notes: list[str] = attrs.field(factory=list)
+
+    def _lines(self) -> list[str]:
+        low, high = self.band
+        body = [[gate, self.dropped_rows[gate], self.dropped_groups[gate]] for gate in GATES]
+        body.append(["kept", self.n_rows_kept, self.n_groups_kept])
+        return [
+            f"  mode={self.mode}, band=[{low:g}, {high:g}]: {self.n_rows_kept} of "
+            f"{self.n_rows_in} rows kept, {self.n_groups_kept} of {self.n_groups_in} groups",
+            *table(["gate", "rows dropped", "groups dropped"], body),
+        ]
+
+
+def _check_band(band: Any) -> tuple[float, float]:
+    try:
+        low, high = band
+    except (TypeError, ValueError):
+        raise ValueError(f"band must be a pair (low, high) of pass rates, got {band!r}") from None
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+            raise ValueError(f"band {name} must be a number, got {value!r}")
+        if not 0 <= value <= 1:
+            raise ValueError(f"band {name} must lie in [0, 1] (a pass rate), got {value!r}")
+    if low > high:
+        raise ValueError(f"band must be (low, high) with low <= high, got {band!r}")
+    return float(low), float(high)
+
+
+def select(
+    rows: Iterable[Any] | Any, mode: str = "rl", band: tuple[float, float] = (0.2, 0.8)
+) -> SelectReport:
+    """Keep whole groups whose pass rate lies in ``band`` (inclusive); the report names every
+    gate that dropped rows and holds the kept rows in ``.rows``, in their original order."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    low, high = _check_band(band)
+    source = rows_of(rows)
+    t = read_rows(source, with_markers=False, with_cut=True)
+    reward = t.row_reward
+    cut = t.row_cut
+    assert cut is not None
+    task = t.row_task
+    binary = ~np.isnan(reward) & ((reward == 0.0) | (reward == 1.0))
+    usable = binary & ~cut
+    n_tasks = t.n_tasks
+    size = np.bincount(task[usable], minlength=n_tasks)
+    passes = np.bincount(task[usable & (reward == 1.0)], minlength=n_tasks)
+    rate = np.divide(passes, size, out=np.zeros(n_tasks), where=size > 0)
+    emptied = size == 0
+    unanimous = ~emptied & ((passes == 0) | (passes == size))
+    outside = ~emptied & ~unanimous & ((rate < low) | (rate > high))
+    keep_group = ~emptied & ~unanimous & ~outside
+    keep_row = usable & keep_group[task]
+
+    non_binary_rows = int((~binary).sum())
+    cut_rows = int((binary & cut).sum())
+    dropped_rows = {
+        GATES[0]: non_binary_rows,
+        GATES[1]: cut_rows,
+        GATES[2]: int((usable & unanimous[task]).sum()),
+        GATES[3]: int((usable & outside[task]).sum()),
+    }
+    # A group the row gates emptied is charged to the gate that took its last rows.
+    had_binary = np.bincount(task[binary], minlength=n_tasks) > 0
+    dropped_groups = {
+        GATES[0]: int((emptied & ~had_binary).sum()),
+        GATES[1]: int((emptied & had_binary).sum()),
+        GATES[2]: int(unanimous.sum()),
+        GATES[3]: int(outside.sum()),
+    }
+    kept = [source[i] for i in np.flatnonzero(keep_row).tolist()]
+    notes: list[str] = []
+    if not kept:
+        worst = max(GATES, key=lambda g: dropped_rows[g])
+        notes.append(
+            f"no row survived: the '{worst}' gate dropped the most ({dropped_rows[worst]} of "
+            f"{t.counts.rows} rows)" + _advice(worst)
+        )
+    singles = int((size == 1).sum())
+    if singles:
+        notes.append(
+            f"{singles} groups have one usable row: unanimous by construction; select needs "
+            "several completions per prompt (repeats)"
+        )
+    return SelectReport(
+        rows=kept,
+        mode=mode,
+        band=(low, high),
+        n_rows_in=t.counts.rows,
+        n_rows_kept=len(kept),
+        n_groups_in=n_tasks,
+        n_groups_kept=int(keep_group.sum()),
+        dropped_rows=dropped_rows,
+        dropped_groups=dropped_groups,
+        counts=t.counts,
+        notes=notes,
+    )
+
+
+def _advice(gate: str) -> str:
+    return {
+        GATES[0]: "; select bands on rewards of exactly 0 or 1 (grade with a verifier, or "
+        "threshold partial scores yourself)",
+        GATES[1]: "; replies were blank or cut at the token cap (raise max_tokens)",
+        GATES[2]: "; every group all-passed or all-failed: the set is too easy or too hard for "
+        "this model, or has too few repeats",
+        GATES[3]: "; widen band= or add repeats",
+    }[gate]
