@@ -89,9 +89,11 @@ def whileai_register_strategies(register: Register) -> None:
     """Register situation-selection strategies (how ``simulate`` spreads situations across
     ``dimensions``).
 
-    A strategy factory returns an object with ``choose(dimensions, n, rng, arm_weights)``
-    returning ``n`` situation specs (mappings of dimension name to value, plus ``arm`` and
-    ``selection_reason``).
+    A strategy factory returns an object with ``choose(dimensions, n, rng, arm_weights,
+    *, hard_share=None)`` returning ``n`` situation specs (mappings of dimension name to value,
+    plus ``arm`` and ``selection_reason``). ``hard_share`` is the fraction of specs to draw
+    from the hard value of the difficulty dimension (``None``: difficulty is an ordinary
+    dimension); a strategy that cannot honour it raises ValueError.
     """
 
 

@@ -1,3 +1,24 @@
-"""Registers this package's plugins through the whileai entry point."""
+"""Registers the built-in strategies through the same entry point a third party would use."""
 
 from __future__ import annotations
+
+from whileai import hookimpl
+from whileai.hookspecs import Register
+
+from whileai_strategies.selection import Grid, RandomDraws
+
+
+@hookimpl
+def whileai_register_strategies(register: Register) -> None:
+    register(
+        "grid",
+        Grid,
+        aliases=("balanced",),
+        description="balanced, deterministic cycling through the cartesian product",
+    )
+    register(
+        "random",
+        RandomDraws,
+        aliases=("uniform",),
+        description="independent draws: arms by weight, the rest uniform",
+    )
