@@ -1,0 +1,312 @@
+"""The sandbox's own side: run as a script (``python -I codeexec_child.py``) by the CodeExec runner.
+
+Standard library only, because it starts before anything is imported and may run as another
+user. It reads one job (JSON) from stdin while still privileged, then:
+
+1. as root, moves into new network, mount and PID namespaces where the kernel allows it: the
+   network namespace has only a down loopback, so no connection leaves the machine; in the mount
+   namespace /tmp, /var/tmp, /dev/shm and every directory the sandbox user could not read anyway
+   (e.g. /root) are covered by empty root-owned filesystems, except the working directory and the
+   interpreter's own files, which are bound back in;
+2. forks the program's process, which is PID 1 of the new PID namespace: when it ends, the kernel
+   kills everything it left behind, including daemonised grandchildren;
+3. that process drops to the job's unprivileged uid, applies the resource limits, runs the
+   candidate program and the tests in one module namespace, and reports the outcome on a pipe;
+4. this (outer) process waits for it and writes one JSON record with the exit status, CPU time
+   and the outcome to the result file descriptor, for the runner.
+
+Each step that the machine does not allow is skipped and named in the record, so the runner
+can say what isolation the result had.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import linecache
+import os
+import resource
+import signal
+import sys
+import traceback
+import types
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+# Directories anyone may write to: covered inside the sandbox so nothing it writes there
+# reaches the host.
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+MESSAGE_LIMIT = 600
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:
+    _check(
+        _libc.mount(
+            None if source is None else source.encode(),
+            target.encode(),
+            None if fstype is None else fstype.encode(),
+            ctypes.c_ulong(flags),
+            None if data is None else data.encode(),
+        ),
+        f"mount {target}",
+    )
+
+
+def _hidden_ancestor(path: str) -> str | None:
+    """The outermost directory above ``path`` that other users cannot enter, if any."""
+    current = "/"
+    for part in path.strip("/").split("/")[:-1]:
+        current = os.path.join(current, part)
+        try:
+            mode = os.stat(current).st_mode
+        except OSError:
+            return None
+        if not mode & 0o001:
+            return current
+    return None
+
+
+def _interpreter_paths() -> list[str]:
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    paths.update(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
+    return sorted(paths)
+
+
+def _cover(mask: str, keep: list[str]) -> None:
+    """Mount an empty root-owned tmpfs over ``mask`` and bind each ``keep`` path back into it."""
+    keep = [p for p in keep if p == mask or p.startswith(mask + "/")]
+    # Keep only the outermost of nested paths: binding the outer one brings the inner along.
+    keep = [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
+    if mask in keep:
+        return
+    handles = [(p, os.open(p, os.O_RDONLY | os.O_DIRECTORY)) for p in keep]
+    _mount("tmpfs", mask, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for path, fd in handles:
+        os.makedirs(path, exist_ok=True)
+        # /proc/self/fd/N still names the directory the new tmpfs now hides.
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+        os.close(fd)
+
+
+def isolate(job: dict[str, Any], notes: dict[str, str]) -> bool:
+    """Enter new namespaces (as root). Returns whether the PID namespace was created."""
+    flags = CLONE_NEWNS | CLONE_NEWPID
+    want_network = job["network"] != "allow"
+    if want_network:
+        flags |= CLONE_NEWNET
+    if _libc.unshare(flags) != 0:
+        why = os.strerror(ctypes.get_errno())
+        notes["namespaces"] = f"not created: unshare failed ({why})"
+        if want_network:
+            notes["network"] = f"not isolated: unshare(CLONE_NEWNET) failed ({why})"
+        notes["filesystem"] = f"shared with the host: unshare(CLONE_NEWNS) failed ({why})"
+        return False
+    notes["network"] = "isolated" if want_network else "not isolated: network='allow'"
+    try:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        keep = [*_interpreter_paths(), job["workdir"]]
+        masks = {m for m in (_hidden_ancestor(p) for p in keep) if m}
+        masks.update(m for m in SHARED_WRITABLE if os.path.isdir(m) and not os.path.islink(m))
+        for mask in sorted(masks, key=len):
+            _cover(mask, keep)
+        notes["filesystem"] = "private: " + ", ".join(sorted(masks)) + " covered"
+    except OSError as exc:
+        notes["filesystem"] = f"shared with the host: {exc}"
+    return True
+
+
+def drop_privileges(job: dict[str, Any], notes: dict[str, str]) -> None:
+    uid = job.get("uid")
+    if uid is None:
+        notes["user"] = f"uid {os.getuid()} (not root, so not changed)"
+        return
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    notes["user"] = f"uid {uid}"
+
+
+def apply_limits(job: dict[str, Any]) -> None:
+    limits = job["limits"]
+    cpu = int(limits["cpu_time"])
+    # Soft limit sends SIGXCPU, the hard one a second later SIGKILL, for code that catches it.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    memory = int(limits["memory_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    file_size = int(limits["max_file_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    processes = int(limits["max_processes"]) + int(job.get("nproc_offset", 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+
+
+def _describe(exc: BaseException, sources: dict[str, list[str]]) -> dict[str, Any]:
+    where = None
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename in sources and frame.lineno:
+            line = sources[frame.filename][frame.lineno - 1].strip()
+            where = f"{frame.filename} line {frame.lineno}: {_short(line)}"
+            break
+    if isinstance(exc, SyntaxError) and exc.filename in sources:
+        where = f"{exc.filename} line {exc.lineno}"
+    message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    return {"error_type": type(exc).__name__, "message": _short(message), "where": where}
+
+
+def run_candidate(job: dict[str, Any]) -> dict[str, Any]:
+    """Compile and run the program, then the tests, in one ``__main__`` module namespace."""
+    parts = [("<program>", job["program"], "program")]
+    if job.get("tests"):
+        parts.append(("<tests>", job["tests"], "tests"))
+    sources = {name: text.splitlines() for name, text, _ in parts}
+    for name, text, _ in parts:
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = module
+    phase = "program"
+    try:
+        codes = [
+            (compile(text, name, "exec", dont_inherit=True), phase) for name, text, phase in parts
+        ]
+        for code, current in codes:
+            phase = current
+            exec(code, module.__dict__)
+        entry_point = job.get("entry_point")
+        if entry_point:
+            phase = "tests"
+            if entry_point not in module.__dict__:
+                return {
+                    "status": "failed",
+                    "error_type": "NameError",
+                    "message": f"the program does not define {entry_point!r}",
+                    "where": None,
+                    "phase": "program",
+                }
+            module.__dict__["check"](module.__dict__[entry_point])
+    except SystemExit as exc:
+        if phase == "tests" and exc.code in (None, 0, False):
+            return {"status": "passed"}
+        return {
+            "status": "failed",
+            "error_type": "SystemExit",
+            "message": f"exit({exc.code!r}) during the {phase}",
+            "where": _describe(exc, sources)["where"],
+            "phase": phase,
+        }
+    except BaseException as exc:
+        return {"status": "failed", "phase": phase, **_describe(exc, sources)}
+    return {"status": "passed"}
+
+
+def child_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> None:
+    """The program's process: never returns."""
+    status = 70
+    try:
+        os.chdir(job["workdir"])
+        drop_privileges(job, notes)
+        # Set after the uid change, which clears it: if the outer process is killed, so is this.
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        apply_limits(job)
+        setup = {"status": "started", "notes": notes}
+        os.write(report_fd, (json.dumps(setup) + "\n").encode())
+        outcome = run_candidate(job)
+        outcome["nonce"] = job["nonce"]
+        os.write(report_fd, (json.dumps(outcome) + "\n").encode())
+        status = 0 if outcome["status"] == "passed" else 1
+    except BaseException as exc:
+        failure = {
+            "status": "sandbox_error",
+            "message": f"{type(exc).__name__}: {exc}",
+            "nonce": job["nonce"],
+        }
+        os.write(report_fd, (json.dumps(failure) + "\n").encode())
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+def _read_available(fd: int) -> bytes:
+    """What is in the pipe now; a grandchild still holding its write end cannot make us wait."""
+    os.set_blocking(fd, False)
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    return b"".join(chunks)
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.buffer.read())
+    result_fd = int(job["result_fd"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    notes: dict[str, str] = {}
+    if os.geteuid() == 0:
+        isolate(job, notes)
+    else:
+        notes["namespaces"] = "not created: not running as root"
+        if job["network"] != "allow":
+            notes["network"] = "not isolated: creating a network namespace needs root"
+        else:
+            notes["network"] = "not isolated: network='allow'"
+        notes["filesystem"] = "shared with the host: not running as root"
+    if job["network"] == "require" and notes.get("network") != "isolated":
+        refusal = {"nonce": job["nonce"], "exit_code": None, "notes": notes, "refused": True}
+        os.write(result_fd, json.dumps(refusal).encode())
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.close(result_fd)
+        child_main(job, write_end, notes)
+    os.close(write_end)
+    # The reports are a few short lines, well inside a pipe's buffer, so the child never blocks
+    # writing them and it is safe to wait for it first.
+    _, status, usage = os.wait4(pid, 0)
+    reports = _read_available(read_end)
+    record: dict[str, Any] = {
+        "nonce": job["nonce"],
+        "exit_code": os.waitstatus_to_exitcode(status),
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "max_rss_kb": usage.ru_maxrss,
+        "notes": notes,
+        "reports": reports.decode("utf-8", "replace")[-20000:],
+    }
+    os.write(result_fd, json.dumps(record).encode())
+    os.close(result_fd)
+
+
+if __name__ == "__main__":
+    main()

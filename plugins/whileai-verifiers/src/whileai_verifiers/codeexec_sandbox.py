@@ -1,0 +1,336 @@
+"""Runs one program in a sandbox process and cleans up after it; the verifier only interprets.
+
+The runner (this module, in the caller's process and thread) starts ``codeexec_child.py`` in a
+new session, hands it the job on stdin and watches its stdout, stderr, result pipe and a pidfd
+against a deadline with ``select``: no signals are used in the caller, so it works from any
+thread. At the end, whatever happened, every process of the sandbox is sent SIGKILL: all
+processes of the sandbox's uid (which no one else uses while we hold its lock) and all of its
+session, so a child that ignores SIGTERM or a grandchild that daemonised is gone too, then the
+working directory is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import random
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from whileai_verifiers.codeexec_limits import Limits
+from whileai_verifiers.codeexec_program import Program
+
+CHILD_SCRIPT = str(Path(__file__).with_name("codeexec_child.py"))
+# A uid range no account uses: systemd's table of uid ranges lists 1879048192-2147483647 as
+# unused by any allocation scheme. Each concurrent sandbox takes its own uid, so one sandbox
+# cannot signal or read another, and the process limit counts only its own processes.
+DEFAULT_UID_BASE = 1_879_048_192 + 0x5A1_000
+DEFAULT_UID_COUNT = 4096
+RESULT_LIMIT = 1 << 20
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+
+
+@attrs.frozen
+class SandboxResult:
+    """What happened to one run, before anyone interprets it."""
+
+    timed_out: bool
+    duration: float
+    exit_code: int | None
+    record: dict[str, Any] | None
+    outcome: dict[str, Any] | None
+    notes: dict[str, str]
+    stdout_tail: str
+    stderr_tail: str
+    leftovers_killed: int
+    error: str | None = None
+
+
+class _Tail:
+    """Keeps the last ``limit`` bytes of a stream, so a program that prints forever costs nothing."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.data += chunk
+        if len(self.data) > 2 * self.limit:
+            del self.data[: len(self.data) - self.limit]
+
+    def text(self) -> str:
+        kept = bytes(self.data[-self.limit :]).decode("utf-8", "replace")
+        return kept if self.total <= self.limit else "..." + kept
+
+
+def _lock_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / "whileai-codeexec-uids"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def claimed_uid(base: int, count: int) -> Iterator[int]:
+    """An unprivileged uid no other sandbox (in any process) is using, for the block's duration."""
+    directory = _lock_dir()
+    start = random.randrange(count)
+    for attempt in range(count + 1):
+        uid = base + (start + attempt) % count
+        fd = os.open(directory / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            # The last attempt waits rather than fail: every uid is busy only when more sandboxes
+            # run than the range holds, and one will come free.
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if attempt == count else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(fd)
+        return
+
+
+def _process_table() -> Iterator[tuple[int, str, int | None, int | None]]:
+    """(pid, state, real uid, session id in the host's namespace) of every process."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            status = Path("/proc", name, "status").read_text()
+        except OSError:
+            continue
+        state, uid, session = "", None, None
+        for line in status.splitlines():
+            key, _, value = line.partition(":")
+            if key == "State":
+                state = value.split()[0]
+            elif key == "Uid":
+                uid = int(value.split()[0])
+            elif key == "NSsid":
+                session = int(value.split()[0])
+        yield int(name), state, uid, session
+
+
+def kill_leftovers(*, uid: int | None, session: int, spare: int) -> int:
+    """SIGKILL every live process of ``uid`` or in ``session`` (other than ``spare``), until none
+    is left; returns how many were killed. Zombies are skipped: they run nothing."""
+    killed: set[int] = set()
+    for _ in range(100):
+        found = [
+            pid
+            for pid, state, owner, sid in _process_table()
+            if pid != spare
+            and state not in ("Z", "X")
+            and ((uid is not None and owner == uid) or sid == session)
+        ]
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.001)
+    return len(killed)
+
+
+def _prepare_workdir(uid: int | None) -> str:
+    workdir = tempfile.mkdtemp(prefix="whileai-codeexec-")
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    return workdir
+
+
+def _remove(workdir: str) -> None:
+    def make_writable(function: Any, path: str, excinfo: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+        with contextlib.suppress(OSError):
+            function(path)
+
+    shutil.rmtree(workdir, onerror=make_writable)
+
+
+def _nproc_offset() -> int:
+    """Processes the current (non-root) user already runs: RLIMIT_NPROC counts them too."""
+    me = os.getuid()
+    return sum(1 for _, state, uid, _ in _process_table() if uid == me and state != "Z")
+
+
+def _parse_record(raw: bytes, nonce: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("nonce") != nonce:
+        return None
+    return record
+
+
+def _reports(record: dict[str, Any], nonce: str) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The notes the program's process wrote when it started, and its authenticated outcome."""
+    notes: dict[str, str] = dict(record.get("notes") or {})
+    outcome = None
+    for line in str(record.get("reports", "")).splitlines():
+        try:
+            report = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(report, dict):
+            continue
+        if report.get("status") == "started" and isinstance(report.get("notes"), dict):
+            notes.update(report["notes"])
+        elif report.get("nonce") == nonce and outcome is None:
+            outcome = report
+    return notes, outcome
+
+
+def run_sandboxed(
+    program: Program,
+    limits: Limits,
+    *,
+    uid: int | None,
+    python: str = sys.executable,
+) -> SandboxResult:
+    """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root)."""
+    start = time.monotonic()
+    workdir = _prepare_workdir(uid)
+    nonce = secrets.token_hex(16)
+    result_read, result_write = os.pipe()
+    job = {
+        "program": program.source,
+        "tests": program.tests,
+        "entry_point": program.entry_point,
+        "workdir": workdir,
+        "uid": uid,
+        "nonce": nonce,
+        "result_fd": result_write,
+        "network": limits.network,
+        "nproc_offset": 0 if uid is not None else _nproc_offset(),
+        "limits": {
+            "cpu_time": limits.cpu_seconds,
+            "memory_mb": limits.memory_mb,
+            "max_file_mb": limits.max_file_mb,
+            "max_processes": limits.max_processes,
+        },
+    }
+    stdout, stderr, result = (
+        _Tail(limits.output_tail),
+        _Tail(limits.output_tail),
+        _Tail(RESULT_LIMIT),
+    )
+    timed_out = False
+    leftovers = 0
+    error = None
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        try:
+            proc = subprocess.Popen(
+                [python, "-I", "-B", CHILD_SCRIPT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(result_write,),
+                start_new_session=True,
+                cwd=workdir,
+                env={**ENV, "HOME": workdir, "TMPDIR": workdir},
+            )
+        finally:
+            os.close(result_write)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(json.dumps(job).encode())
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+        pidfd = os.pidfd_open(proc.pid)
+        deadline = start + limits.timeout
+        streams = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr, result_read: result}
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ)
+            selector.register(pidfd, selectors.EVENT_READ)
+            exited = False
+            while not exited:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                for key, _ in selector.select(remaining):
+                    fd = int(key.fd)
+                    if fd == pidfd:
+                        exited = True
+                        continue
+                    chunk = _read_chunk(fd)
+                    if chunk:
+                        streams[fd].add(chunk)
+                    elif chunk == b"":
+                        selector.unregister(fd)
+        os.close(pidfd)
+        # The outer process is spared for a moment: it reaps the program's process and reports
+        # its exit status and CPU time once that is killed.
+        leftovers = kill_leftovers(uid=uid, session=proc.pid, spare=proc.pid)
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        # Everything that could write is dead now: take what is left in the pipes.
+        for fd, tail in streams.items():
+            while chunk := _read_chunk(fd):
+                tail.add(chunk)
+    except OSError as exc:
+        error = f"could not run the sandbox: {exc}"
+    finally:
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        os.close(result_read)
+        _remove(workdir)
+    record = _parse_record(bytes(result.data), nonce)
+    notes: dict[str, str] = {}
+    outcome = None
+    if record is not None:
+        notes, outcome = _reports(record, nonce)
+    return SandboxResult(
+        timed_out=timed_out,
+        duration=time.monotonic() - start,
+        exit_code=None if proc is None else proc.returncode,
+        record=record,
+        outcome=outcome,
+        notes=notes,
+        stdout_tail=stdout.text(),
+        stderr_tail=stderr.text(),
+        leftovers_killed=leftovers,
+        error=error,
+    )
+
+
+def _read_chunk(fd: int) -> bytes | None:
+    """The next chunk, b"" at end of stream, None when nothing is there yet."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return None
