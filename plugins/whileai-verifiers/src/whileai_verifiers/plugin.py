@@ -30,3 +30,11 @@ def whileai_register_verifiers(register: Register) -> None:
         aliases=("numeric",),
         description="the answer's number within relative/absolute tolerance",
     )
+    from whileai_verifiers.codeexec import CodeExec
+
+    register(
+        "CodeExec",
+        CodeExec,
+        aliases=("code_exec", "code"),
+        description="runs the program with its reference tests in a sandboxed process",
+    )
