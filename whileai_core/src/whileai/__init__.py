@@ -35,6 +35,10 @@ _EXPORTS: dict[str, str] = {
     "export_row": "whileai.simulations.privacy",
     "export_rows": "whileai.simulations.privacy",
     "Verdict": "whileai.grading",
+    "simulate": "whileai.simulations.engine",
+    "asimulate": "whileai.simulations.engine",
+    "Simulation": "whileai.simulations.data",
+    "RunKnobs": "whileai.simulations.defaults",
     # measurement: pass rates, paired deltas, the noise floor, RL group selection
     "pass_at": "whileai.measure",
     "group_signal": "whileai.measure",

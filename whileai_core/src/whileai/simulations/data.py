@@ -1,0 +1,248 @@
+"""The run object ``simulate()`` returns: trajectories, exported rows, provenance, the report.
+
+``data.trajectories`` keeps the privileged block in memory for the judge; ``data.rows`` is the
+same rows as they may leave memory (``export_row``), a list that is also callable. ``save``,
+``output=`` and the sidecar write exactly ``data.rows``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from whileai.measure.report import Report, fmt
+from whileai.simulations.persistence import sidecar_path, write_rows, write_sidecar
+from whileai.simulations.privacy import export_row
+
+
+class RowList(list[dict[str, Any]]):
+    """The exported rows: a list, and ``data.rows()`` returns the same list."""
+
+    def __call__(self) -> RowList:
+        return self
+
+
+@attrs.define(kw_only=True, repr=False)
+class RunReport(Report):
+    """Every knob a run ran under, as resolved, and what came of it."""
+
+    title = "simulation run"
+
+    run_id: str
+    mode: str
+    budget: int | None
+    seed: int
+    unique_situations: int
+    requests_per_situation: int
+    repeats: int
+    repeat_policy: str
+    hard_share: float
+    #: the run's fault rate: the one you gave, or the world's default_fault_rate
+    fault_rate: float
+    strategy: str | None
+    dimensions: dict[str, list[Any]]
+    arm_weights: dict[str, float] | None
+    simulator: str
+    writer_model: str
+    agent_model: str
+    user_model: str
+    grader: str
+    llm_grader: str | None
+    sampling: dict[str, Any] | None
+    max_turns: int
+    max_tool_calls: int
+    logprobs: bool
+    system_prompt_sha: str
+    n_tasks: int
+    n_traces: int
+    n_seeds: int
+    n_situations: int
+    n_graded: int
+    n_errors: int
+    retries: int
+    faults: dict[str, int]
+    world: dict[str, Any]
+    world_note: str
+    #: only the advanced values you passed
+    advanced: dict[str, Any]
+    #: every RunKnobs field as the run resolved it
+    knobs: dict[str, Any]
+    model_notes: list[str]
+    pass_at: Any
+    output: str | None
+    warnings: list[str]
+    degraded: list[str]
+    notes: list[str] = attrs.field(factory=list)
+
+    def _lines(self) -> list[str]:
+        rows = [
+            ["run", self.run_id],
+            ["mode / repeat policy", f"{self.mode} / {self.repeat_policy}"],
+            [
+                "situations x phrasings x repeats",
+                f"{self.unique_situations} x {self.requests_per_situation} x {self.repeats}",
+            ],
+            ["tasks / traces / seeds", f"{self.n_tasks} / {self.n_traces} / {self.n_seeds}"],
+            ["agent", self.agent_model],
+            ["user", self.user_model],
+            ["writer", self.writer_model],
+            ["grader", self.grader + (f" (+ {self.llm_grader})" if self.llm_grader else "")],
+            ["world", f"{self.world['name']} {self.world.get('version') or ''}".strip()],
+            ["fault rate", fmt(self.fault_rate)],
+            [
+                "faults fired",
+                ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none",
+            ],
+            ["errors / retries", f"{self.n_errors} / {self.retries}"],
+            ["graded", f"{self.n_graded} of {self.n_traces}"],
+        ]
+        lines = [f"  {name:<34}{value}" for name, value in rows]
+        lines.append(f"  {self.world_note}")
+        if self.pass_at is not None:
+            lines.extend("  " + line for line in str(self.pass_at).splitlines())
+        else:
+            lines.append("  pass_at: no graded rows")
+        lines.extend(f"  models: {n}" for n in self.model_notes)
+        if self.output:
+            lines.append(f"  rows: {self.output}")
+        lines.extend(f"warning: {w}" for w in self.warnings)
+        return lines
+
+
+class Simulation:
+    """What ``simulate()`` returns."""
+
+    def __init__(
+        self,
+        *,
+        trajectories: list[dict[str, Any]],
+        metadata: dict[str, Any],
+        system_prompts: dict[str, str],
+        warnings: list[str],
+        degraded: list[str],
+        report_fields: dict[str, Any],
+        output: str | None = None,
+        registry: Any = None,
+    ) -> None:
+        self.trajectories = trajectories
+        self.rows = RowList(export_row(t) for t in trajectories)
+        self.metadata = metadata
+        self.system_prompts = system_prompts
+        self.warnings = warnings
+        self.degraded = degraded
+        self.output = output
+        self._report_fields = report_fields
+        self._registry = registry
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Simulation run {self.metadata.get('run_id')}: {len(self.trajectories)} rollouts, "
+            f"{sum(1 for t in self.trajectories if t.get('error'))} errors>"
+        )
+
+    @property
+    def pass_at(self) -> Any:
+        """pass@1 with its interval, pass^k and pass@k over the graded rows."""
+        from whileai.measure.pass_at import pass_at
+
+        return pass_at(self.rows, repeat_policy=self._report_fields["repeat_policy"])
+
+    def report(self) -> RunReport:
+        """Every knob as resolved, the counts, the grader, faults, warnings and pass rates."""
+        faults: Counter[str] = Counter()
+        for t in self.trajectories:
+            for fault in t.get("faults") or []:
+                faults[str(fault.get("kind"))] += 1
+        graded = [t for t in self.trajectories if t.get("reward") is not None]
+        fields = dict(self._report_fields)
+        fields.update(
+            n_tasks=len({t["scenario_id"] for t in self.trajectories}),
+            n_traces=len(self.trajectories),
+            n_seeds=len({t.get("seed") for t in self.trajectories}),
+            n_situations=len(
+                {(t.get("lineage") or {}).get("situation") for t in self.trajectories}
+            ),
+            n_graded=len(graded),
+            n_errors=sum(1 for t in self.trajectories if t.get("error")),
+            retries=sum(int((t.get("usage") or {}).get("retries") or 0) for t in self.trajectories),
+            faults=dict(faults),
+            pass_at=self.pass_at if graded else None,
+            output=self.output,
+            warnings=list(self.warnings),
+            degraded=list(self.degraded),
+        )
+        return RunReport(**fields)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the rows (JSONL) and the sidecar; returns the rows' path."""
+        target = Path(path)
+        write_rows(target, list(self.rows))
+        write_sidecar(sidecar_path(target), self.sidecar(complete=True))
+        return target
+
+    def sidecar(self, *, complete: bool) -> dict[str, Any]:
+        """What the ``.meta.json`` beside the rows holds: metadata, prompts, knobs, report."""
+        return {
+            "metadata": self.metadata,
+            "system_prompts": self.system_prompts,
+            "warnings": self.warnings,
+            "degraded": self.degraded,
+            "complete": complete,
+            "report": _plain_report(self.report()) if self.trajectories else None,
+        }
+
+    def grade(self, judge: Any, *, registry: Any = None) -> Simulation:
+        """Graded copies of this run's trajectories (privileged kept in memory)."""
+        import asyncio
+
+        from whileai.plugins import get_registry
+        from whileai.simulations.grader import resolve_grader
+
+        grader = resolve_grader(judge, get_registry(registry or self._registry))
+
+        async def grade_all() -> list[dict[str, Any]]:
+            return list(await asyncio.gather(*(grader.grade(t) for t in self.trajectories)))
+
+        graded = _run_sync(grade_all())
+        fields = dict(self._report_fields)
+        fields["grader"] = grader.name
+        return Simulation(
+            trajectories=graded,
+            metadata={**self.metadata, "grader": grader.name},
+            system_prompts=dict(self.system_prompts),
+            warnings=list(self.warnings),
+            degraded=list(self.degraded),
+            report_fields=fields,
+            output=None,
+            registry=self._registry,
+        )
+
+
+def _plain_report(report: RunReport) -> dict[str, Any]:
+    out = report.to_dict()
+    return out
+
+
+def _run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code, also when an event loop is already running (Jupyter)."""
+    import asyncio
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def counts_by(rows: list[Mapping[str, Any]], key: str) -> dict[str, int]:
+    return dict(Counter(str(r.get(key)) for r in rows))

@@ -1,0 +1,200 @@
+"""``RunKnobs``: every number (and every experiment setting) the engine runs under.
+
+Each field is settable through ``simulate(advanced={...})``, has bounds, and carries a comment
+above it saying why its default is what it is: a measurement, an rlhfbook.com chapter by URL,
+an arXiv id, or "convention, untested". A value outside its bounds is a ValueError naming the
+floor or ceiling and the default; an unknown key is a ValueError naming the close matches.
+``docs/parameters.md`` lists every field and a test keeps it equal to this file.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from whileai.worlds import FAULT_KINDS
+
+#: Fields that are experiment knobs (what a researcher changes between runs); the rest are
+#: engine internals. Both are ``advanced=`` keys; the docs list them in two sections.
+EXPERIMENT_KNOBS: tuple[str, ...] = (
+    "world",
+    "fault_kinds",
+    "user_persona",
+    "user_patience",
+    "agent_temperature",
+    "agent_max_tokens",
+    "user_temperature",
+    "user_max_tokens",
+    "writer_temperature",
+    "writer_max_tokens",
+    "difficulty_dimension",
+    "hard_value",
+    "strategy_options",
+)
+
+
+def bounded(floor: float | None = None, ceiling: float | None = None) -> Any:
+    """A validator keeping a number within [floor, ceiling]; None passes (means "unset")."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None and attribute.default is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(
+                f"advanced[{attribute.name!r}] must be a number, got {value!r} "
+                f"(default {attribute.default!r})"
+            )
+        if isinstance(attribute.default, int) and not isinstance(value, int):
+            raise ValueError(
+                f"advanced[{attribute.name!r}] must be a whole number, got {value!r} "
+                f"(default {attribute.default!r})"
+            )
+        if floor is not None and value < floor:
+            raise ValueError(
+                f"advanced[{attribute.name!r}]={value!r} is below its floor {floor!r} "
+                f"(default {attribute.default!r})"
+            )
+        if ceiling is not None and value > ceiling:
+            raise ValueError(
+                f"advanced[{attribute.name!r}]={value!r} is above its ceiling {ceiling!r} "
+                f"(default {attribute.default!r})"
+            )
+
+    return check
+
+
+def _knob(default: Any, floor: float | None = None, ceiling: float | None = None) -> Any:
+    return attrs.field(
+        default=default,
+        validator=bounded(floor, ceiling),
+        metadata={"floor": floor, "ceiling": ceiling},
+    )
+
+
+def _nonempty_text(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None and attribute.default is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            f"advanced[{attribute.name!r}] must be a non-empty string, got {value!r} "
+            f"(default {attribute.default!r})"
+        )
+
+
+def _fault_kinds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    unknown = [k for k in value if k not in FAULT_KINDS]
+    if unknown or not value:
+        raise ValueError(
+            f"advanced['fault_kinds']={list(value)!r}: kinds are {', '.join(FAULT_KINDS)} "
+            f"(at least one; default all of them)"
+        )
+
+
+def _text(default: str | None) -> Any:
+    return attrs.field(default=default, validator=_nonempty_text, metadata={"text": True})
+
+
+@attrs.frozen(kw_only=True)
+class RunKnobs:
+    """Every number and experiment setting of a run, as resolved."""
+
+    # -- experiment knobs: what the mock world answers ---------------------------------
+    # The world the situations happen in. "shop" (orders, refunds, accounts) is the one the
+    # built-in worlds plugin ships; convention, untested.
+    world: str = _text("shop")
+    # Which fault kinds the world's fault plan may inject. All of them: an agent is measured on
+    # every way a real tool fails; convention, untested.
+    fault_kinds: tuple[str, ...] = attrs.field(
+        default=FAULT_KINDS, converter=tuple, validator=_fault_kinds
+    )
+
+    # -- experiment knobs: who plays the user and how patient they are -----------------
+    # Persona of the simulated user; None keeps the persona each situation was written with.
+    # Convention, untested.
+    user_persona: str | None = _text(None)
+    # Follow-up turns the simulated user gives before giving up; None keeps each situation's
+    # own patience. Convention, untested.
+    user_patience: int | None = _knob(None, 0, 50)
+
+    # -- experiment knobs: how each of the three models samples -------------------------
+    # Agent temperature 0.7: the common sampling temperature for on-policy rollouts
+    # (https://rlhfbook.com/c/11-policy-gradients); a group of repeats needs spread.
+    agent_temperature: float = _knob(0.7, 0.0, 2.0)
+    # Agent reply cap in tokens; a support answer fits, a runaway is cut and marked truncated.
+    # Convention, untested.
+    agent_max_tokens: int = _knob(256, 1, 32768)
+    # Simulated users at 0.7 like the agent, so follow-ups vary between repeats; convention,
+    # untested.
+    user_temperature: float = _knob(0.7, 0.0, 2.0)
+    # A user's follow-up is a sentence or two; convention, untested.
+    user_max_tokens: int = _knob(96, 1, 4096)
+    # The writer samples hotter (1.0) so phrasings of one situation differ; convention,
+    # untested.
+    writer_temperature: float = _knob(1.0, 0.0, 2.0)
+    # A written request is a short paragraph; convention, untested.
+    writer_max_tokens: int = _knob(160, 1, 4096)
+
+    # -- experiment knobs: how hard the situations are, what the search steers by -------
+    # The dimension hard_share acts on, and its hard value; a world without that dimension
+    # gets the value as an extra spec key its templates may read. Convention, untested.
+    difficulty_dimension: str = _text("difficulty")
+    hard_value: str = _text("hard")
+    # Keyword options handed to the strategy factory (what a search steers by: its own
+    # weights, novelty thresholds). Empty: the strategy's own defaults.
+    strategy_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+
+    # -- engine internals ---------------------------------------------------------------
+    # Rollouts in flight at once. 16 keeps two cores busy with the embedded model off the
+    # event loop while an HTTP endpoint sees a modest queue; convention, untested.
+    max_concurrency: int = _knob(16, 1, 4096)
+    # Tool-call rounds the agent may take inside one turn before it must answer; tool loops
+    # in small models otherwise never end. Convention, untested.
+    max_tool_rounds: int = _knob(4, 0, 64)
+    # Extra repeats per split group under repeat_policy="rl": groups whose repeats
+    # disagree carry the gradient (DAPO dynamic sampling, arXiv:2503.14476), so they get more.
+    adaptive_extra_repeats: int = _knob(4, 0, 256)
+    # Characters of the system prompt kept as lineage.system_prompt_head: the seed page's 120.
+    system_prompt_head_chars: int = _knob(120, 0, 10000)
+    # Characters of situation summary shown to the simulated user from the hidden state;
+    # enough for ids and amounts. Convention, untested.
+    user_context_chars: int = _knob(600, 0, 100000)
+    # Progress display refreshes per second on a terminal; convention, untested.
+    progress_refresh_per_second: float = _knob(4.0, 0.1, 60.0)
+    # fsync the output file after each row (1) or only flush it (0). A flush survives a killed
+    # process (the kill-and-resume test); an fsync also survives power loss, at a cost per row.
+    fsync_rows: int = _knob(0, 0, 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for the report and the sidecar."""
+        out = attrs.asdict(self)
+        out["fault_kinds"] = list(self.fault_kinds)
+        out["strategy_options"] = dict(self.strategy_options)
+        return out
+
+    @classmethod
+    def fields(cls) -> tuple[attrs.Attribute[Any], ...]:
+        return tuple(attrs.fields(cls))
+
+    @classmethod
+    def from_advanced(cls, advanced: Mapping[str, Any] | None) -> RunKnobs:
+        """The knobs with ``advanced`` applied; unknown keys name their close matches."""
+        if advanced is None:
+            return cls()
+        if not isinstance(advanced, Mapping):
+            raise TypeError(f"advanced must be a mapping of knob name to value, got {advanced!r}")
+        names = [f.name for f in attrs.fields(cls)]
+        unknown = [k for k in advanced if k not in names]
+        if unknown:
+            parts = []
+            for key in unknown:
+                close = difflib.get_close_matches(str(key), names, n=3, cutoff=0.5)
+                hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+                parts.append(f"{key!r}{hint}")
+            raise ValueError(
+                f"unknown advanced key {', '.join(parts)}; advanced keys are the RunKnobs "
+                f"fields: {', '.join(names)}"
+            )
+        return cls(**dict(advanced))

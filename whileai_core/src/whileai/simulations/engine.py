@@ -1,0 +1,931 @@
+"""``simulate()``: resolve the knobs, plan situations, run rollouts concurrently, grade them,
+stream rows to disk, and return the run object.
+
+The plan is deterministic given the parameters: situation ``i``, phrasing ``p`` and repeat
+``r`` always get the same key, seed and situation, which is what lets ``resume=True`` continue
+a killed run without duplicating or losing a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import inspect
+import itertools
+import json
+import random
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+import whileai
+from whileai.backends import (
+    EMBEDDED_SPEC,
+    Backend,
+    Completion,
+    Sampling,
+    default_spec,
+    resolve_backend,
+)
+from whileai.grading import Verdict
+from whileai.plugins import Registry, get_registry, notify
+from whileai.simulations.data import Simulation, _run_sync
+from whileai.simulations.defaults import RunKnobs
+from whileai.simulations.grader import Grader, MarkerSet, resolve_grader, world_grader
+from whileai.simulations.params import (
+    ALIASES,
+    RunParams,
+    is_callable_agent,
+    merge_aliases,
+    resolve_params,
+)
+from whileai.simulations.persistence import (
+    RowWriter,
+    load_rows,
+    read_sidecar,
+    resume_mismatch,
+    sidecar_path,
+    write_sidecar,
+)
+from whileai.simulations.privacy import export_row
+from whileai.simulations.progress import RunProgress
+from whileai.simulations.rollout import Job, Models, RolloutContext, run_rollout
+from whileai.simulations.schema import prompt_hash
+from whileai.worlds import FaultPlan, Situation, World
+
+TEMPLATE_WRITER = "template"
+SEED_WRITER = "seed"
+
+
+def derive_seed(seed: int, *parts: Any) -> int:
+    """A stable 32-bit seed from the run seed and a path of names (no Python hash salt)."""
+    text = "|".join([str(seed), *map(str, parts)])
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+class CallableAgent:
+    """Your own agent function as a backend: ``fn(messages)`` or ``fn(messages, tools)``,
+    sync or async, returning text or a ``Completion``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.name = "callable:" + (getattr(fn, "__qualname__", None) or type(fn).__name__)
+        try:
+            params = [
+                p
+                for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+            ]
+        except (TypeError, ValueError):
+            params = []
+        self._takes_tools = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        sampling: Sampling | Mapping[str, Any] | None = None,
+        *,
+        logprobs: bool = False,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        chat = [dict(m) for m in messages]
+        raw = self.fn(chat, list(tools) if tools else None) if self._takes_tools else self.fn(chat)
+        if inspect.isawaitable(raw):
+            raw = await raw
+        if isinstance(raw, Completion):
+            return raw
+        if isinstance(raw, str):
+            return Completion(text=raw, model=self.name, sampling={})
+        raise TypeError(
+            f"agent_model {self.name} returned {type(raw).__name__}; an agent callable returns "
+            "the reply text or a whileai.backends.Completion"
+        )
+
+
+@attrs.frozen
+class Writer:
+    """Who writes the situations: the world's templates, or a model rephrasing them."""
+
+    label: str
+    backend: Backend | None = None
+
+
+@attrs.frozen
+class ResolvedModels:
+    models: Models
+    writer: Writer
+    notes: list[str]
+    warnings: list[str]
+    degraded: list[str]
+    agent_spec: str
+    user_spec: str
+    simulator: str
+
+
+def _label(spec: Any, backend: Backend) -> str:
+    return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
+
+
+def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
+    """Resolve agent, user and writer; say which defaults applied and whether one model
+    is doing several jobs."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    embedded_roles: list[str] = []
+
+    def pick(given: Any, role: str) -> tuple[Any, bool]:
+        if given is not None:
+            return given, False
+        spec, why = default_spec(role)
+        notes.append(f"{role}: {spec} ({why})")
+        if spec == EMBEDDED_SPEC:
+            embedded_roles.append(role)
+        return spec, True
+
+    if is_callable_agent(params.agent_model):
+        agent: Backend = CallableAgent(params.agent_model)
+        agent_label = agent.name
+        agent_callable = True
+    else:
+        agent_spec, _ = pick(params.agent_model, "agent")
+        agent = resolve_backend(agent_spec, role="agent", registry=registry)
+        agent_label = _label(agent_spec, agent)
+        agent_callable = False
+    user_spec, _ = pick(params.user_model, "user")
+    user = resolve_backend(user_spec, role="user", registry=registry)
+    user_label = _label(user_spec, user)
+
+    simulator = params.simulator
+    if simulator in (TEMPLATE_WRITER, SEED_WRITER):
+        writer = Writer(TEMPLATE_WRITER)
+    elif simulator is None:
+        spec, why = default_spec("simulator")
+        if spec == EMBEDDED_SPEC:
+            writer = Writer(TEMPLATE_WRITER)
+            notes.append(
+                f"simulator: templates ({why}; the embedded model writes poor situations, so "
+                "the world's templates write them)"
+            )
+        else:
+            notes.append(f"simulator: {spec} ({why})")
+            backend = resolve_backend(spec, role="simulator", registry=registry)
+            writer = Writer(_label(spec, backend), backend)
+    else:
+        backend = resolve_backend(simulator, role="simulator", registry=registry)
+        writer = Writer(_label(simulator, backend), backend)
+
+    if embedded_roles:
+        warnings.append(
+            f"No model endpoint is configured, so the embedded model {EMBEDDED_SPEC} served "
+            f"{', '.join(embedded_roles)}; its answers are weak and the scores say little about "
+            "a real agent (set WHILEAI_BASE_URL or pass agent_model=)."
+        )
+    degraded: list[str] = []
+    shared = []
+    if params.max_turns > 1 and user_label == agent_label:
+        shared.append("played the user")
+    if writer.backend is not None and writer.label == agent_label:
+        shared.append("wrote the situations")
+    if shared:
+        degraded.append("same_model")
+        warnings.append(
+            f"The agent model {agent_label} also {' and '.join(shared)}, so the run grades the "
+            "model against itself; pass simulator= for the writer and user_model= for the user "
+            "to put those jobs on a different model."
+        )
+    return ResolvedModels(
+        models=Models(agent, user, agent_label, user_label, agent_callable),
+        writer=writer,
+        notes=notes,
+        warnings=warnings,
+        degraded=degraded,
+        agent_spec=agent_label,
+        user_spec=user_label,
+        simulator=writer.label,
+    )
+
+
+# -- situations -------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PlannedSituation:
+    index: int
+    phrasing: int
+    scenario_id: str
+    spec: dict[str, Any]
+    situation: Situation
+    arm: str | None
+    selection_reason: str | None
+    replayed: bool = False
+
+
+def _even_spread(
+    dimensions: Mapping[str, Sequence[Any]], n: int, rng: random.Random
+) -> list[dict[str, Any]]:
+    """A seeded shuffle of the dimension grid, cycled: every cell before any repeats."""
+    names = sorted(dimensions)
+    cells = [
+        dict(zip(names, values, strict=True))
+        for values in itertools.product(*(dimensions[k] for k in names))
+    ]
+    rng.shuffle(cells)
+    out = []
+    for i in range(n):
+        cell = dict(cells[i % len(cells)]) if cells else {}
+        cell["arm"] = None
+        cell["selection_reason"] = (
+            f"even spread over the dimension grid (cell {i % max(1, len(cells))})"
+        )
+        out.append(cell)
+    return out
+
+
+def choose_specs(
+    params: RunParams, knobs: RunKnobs, world: World, registry: Registry
+) -> tuple[list[dict[str, Any]], dict[str, list[Any]], str]:
+    """Situation specs across the dimensions, with hard_share applied."""
+    dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
+    rng = random.Random(derive_seed(params.seed, "strategy"))
+    n = params.unique_situations
+    if params.strategy is None:
+        specs = _even_spread(dimensions, n, rng)
+        strategy_name = "even spread (built in)"
+    else:
+        strategy = (
+            registry.resolve("strategy", params.strategy, **knobs.strategy_options)
+            if isinstance(params.strategy, str)
+            else params.strategy
+        )
+        strategy_name = (
+            params.strategy
+            if isinstance(params.strategy, str)
+            else str(getattr(strategy, "name", type(strategy).__name__))
+        )
+        specs = [dict(s) for s in strategy.choose(dimensions, n, rng, params.arm_weights)]
+        if len(specs) != n:
+            raise ValueError(f"strategy {strategy_name} returned {len(specs)} specs for n={n}")
+    dim, hard = knobs.difficulty_dimension, knobs.hard_value
+    n_hard = round(params.hard_share * n)
+    hard_rng = random.Random(derive_seed(params.seed, "hard"))
+    hard_set = set(hard_rng.sample(range(n), n_hard))
+    easier = [v for v in dimensions.get(dim, []) if v != hard]
+    for i, spec in enumerate(specs):
+        if i in hard_set:
+            spec[dim] = hard
+        elif (spec.get(dim) == hard or dim not in spec) and easier:
+            spec[dim] = easier[hard_rng.randrange(len(easier))]
+    return specs, dimensions, strategy_name
+
+
+def _scenario_id(
+    world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int
+) -> str:
+    cell = json.dumps(
+        {k: v for k, v in spec.items() if k not in ("arm", "selection_reason")},
+        sort_keys=True,
+        default=str,
+    )
+    digest = hashlib.sha256(f"{world.name}|{index}|{cell}|{phrasing}|{seed}".encode()).hexdigest()
+    return f"{world.name}-{index:03d}-p{phrasing}-{digest[:8]}"
+
+
+def plan_from_specs(
+    params: RunParams, world: World, specs: list[dict[str, Any]]
+) -> list[PlannedSituation]:
+    plans = []
+    for i, spec in enumerate(specs):
+        arm = spec.pop("arm", None)
+        reason = spec.pop("selection_reason", None)
+        for p in range(params.requests_per_situation):
+            rng = random.Random(derive_seed(params.seed, "situation", i, p))
+            situation = world.template_situation(spec, rng, phrasing=p)
+            plans.append(
+                PlannedSituation(
+                    i,
+                    p,
+                    _scenario_id(world, i, spec, p, params.seed),
+                    dict(spec),
+                    situation,
+                    None if arm is None else str(arm),
+                    reason,
+                )
+            )
+    return plans
+
+
+def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSituation]:
+    """Situations replayed from rows (or prompts) you pass as ``tasks=``."""
+    plans = []
+    for i, task in enumerate(tasks):
+        if isinstance(task, str):
+            row: Mapping[str, Any] = {"prompt": task}
+        elif isinstance(task, Mapping) and isinstance(task.get("prompt"), str):
+            row = task
+        else:
+            raise ValueError(
+                f"tasks[{i}] must be a prompt string or a row with a 'prompt', got {task!r}"
+            )
+        held = row.get("privileged")
+        privileged: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
+        scenario_id = str(
+            row.get("scenario_id") or row.get("task_id") or prompt_hash(row["prompt"])
+        )
+        dims = dict(row.get("scenario_dimensions") or {})
+        situation = Situation(
+            situation_id=scenario_id,
+            prompt=row["prompt"],
+            dimensions=dims,
+            hidden_state=dict(privileged.get("hidden_state") or {}),
+            goal=dict(privileged.get("goal") or {}),
+            reference=privileged.get("reference"),
+            writer_model=str(row.get("writer_model") or SEED_WRITER),
+        )
+        plans.append(
+            PlannedSituation(
+                i,
+                0,
+                scenario_id,
+                dims,
+                situation,
+                row.get("arm"),
+                row.get("selection_reason"),
+                replayed=isinstance(task, Mapping) and "writer_model" in row,
+            )
+        )
+    seen: set[str] = set()
+    unique = []
+    for plan in plans:
+        if plan.scenario_id not in seen:
+            seen.add(plan.scenario_id)
+            unique.append(plan)
+    return unique
+
+
+async def write_situations(
+    plans: list[PlannedSituation],
+    writer: Writer,
+    knobs: RunKnobs,
+    seed: int,
+    known_prompts: Mapping[str, str],
+    warnings: list[str],
+) -> list[PlannedSituation]:
+    """With a model writer, each phrasing's prompt is the model's rewrite of the template
+    (a prompt already on disk from a resumed run is kept as it was)."""
+    if writer.backend is None:
+        return plans
+    backend = writer.backend
+
+    async def one(plan: PlannedSituation) -> PlannedSituation:
+        if plan.replayed:
+            return plan
+        if plan.scenario_id in known_prompts:
+            prompt = known_prompts[plan.scenario_id]
+            return attrs.evolve(
+                plan,
+                situation=attrs.evolve(plan.situation, prompt=prompt, writer_model=writer.label),
+            )
+        messages = [
+            {
+                "role": "system",
+                "content": "You write the first message a customer sends to a "
+                "support chat. Reply with that message only.",
+            },
+            {
+                "role": "user",
+                "content": (
+                    f"Customer: {plan.situation.persona}. Situation: "
+                    f"{json.dumps(plan.spec, default=str)}. A plain version of the request: "
+                    f"{plan.situation.prompt}\nWrite it in the customer's own words "
+                    f"(version {plan.phrasing + 1})."
+                ),
+            },
+        ]
+        sampling = Sampling(
+            temperature=knobs.writer_temperature,
+            max_tokens=knobs.writer_max_tokens,
+            seed=derive_seed(seed, "writer", plan.scenario_id),
+        )
+        try:
+            written = (await backend.complete(messages, None, sampling)).text.strip()
+        except Exception as exc:
+            warnings.append(
+                f"writer {writer.label} failed on {plan.scenario_id} ({exc}); "
+                "the template prompt was kept"
+            )
+            return plan
+        if not written:
+            warnings.append(
+                f"writer {writer.label} wrote nothing for {plan.scenario_id}; "
+                "the template prompt was kept"
+            )
+            return plan
+        return attrs.evolve(
+            plan, situation=attrs.evolve(plan.situation, prompt=written, writer_model=writer.label)
+        )
+
+    return list(await asyncio.gather(*(one(p) for p in plans)))
+
+
+def jobs_for(
+    plans: Sequence[PlannedSituation], repeats: range, seed: int, *, replayed_from: str | None
+) -> list[Job]:
+    return [
+        Job(
+            key=f"{plan.scenario_id}/r{r}",
+            situation=plan.situation,
+            scenario_id=plan.scenario_id,
+            situation_index=plan.index,
+            phrasing=plan.phrasing,
+            repeat=r,
+            seed=derive_seed(seed, "rollout", plan.scenario_id, r),
+            spec=plan.spec,
+            arm=plan.arm,
+            selection_reason=plan.selection_reason,
+            replayed=plan.replayed or replayed_from is not None,
+            replayed_from_run=replayed_from,
+        )
+        for plan in plans
+        for r in repeats
+    ]
+
+
+# -- one run ----------------------------------------------------------------------------
+
+
+@attrs.define
+class _RunState:
+    run_id: str
+    trajectories: list[dict[str, Any]]
+    done_keys: set[str]
+    warnings: list[str]
+    writer: RowWriter | None
+    progress: RunProgress
+    registry: Registry
+    total: int
+
+
+def _key_of(row: Mapping[str, Any]) -> str | None:
+    lineage = row.get("lineage")
+    return lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+
+
+def _warn_once(warnings: list[str], message: str) -> None:
+    if message not in warnings:
+        warnings.append(message)
+
+
+async def _grade(
+    trajectory: dict[str, Any],
+    episode_check: Callable[[Mapping[str, Any]], Verdict],
+    grader: Grader | None,
+    world: World,
+    llm_grader: Grader | None,
+    markers: MarkerSet,
+    warnings: list[str],
+) -> dict[str, Any]:
+    if trajectory.get("error"):
+        return trajectory
+    chosen = grader if grader is not None else world_grader(world, episode_check)
+    graded = await chosen.grade(trajectory)
+    if llm_grader is not None:
+        graded = await llm_grader.grade(graded, into="llm_reward")
+    if markers.markers:
+        values, problems = markers.measure(graded)
+        for problem in problems:
+            _warn_once(warnings, problem)
+        if values:
+            graded["markers"] = values
+    return graded
+
+
+async def _execute(
+    jobs: list[Job],
+    ctx: RolloutContext,
+    state: _RunState,
+    knobs: RunKnobs,
+    grader: Grader | None,
+    llm_grader: Grader | None,
+    markers: MarkerSet,
+) -> None:
+    semaphore = asyncio.Semaphore(knobs.max_concurrency)
+    world = ctx.world
+
+    async def one(job: Job) -> dict[str, Any]:
+        async with semaphore:
+            trajectory, episode = await run_rollout(job, ctx)
+
+            def check(row: Mapping[str, Any]) -> Verdict:
+                return episode.check(row["final_text"], row["steps"])
+
+            return await _grade(
+                trajectory, check, grader, world, llm_grader, markers, state.warnings
+            )
+
+    pending = [asyncio.ensure_future(one(job)) for job in jobs if job.key not in state.done_keys]
+    try:
+        for finished in asyncio.as_completed(pending):
+            row = await finished
+            state.trajectories.append(row)
+            key = _key_of(row)
+            if key is not None:
+                state.done_keys.add(key)
+            if state.writer is not None:
+                state.writer.write(row)
+            state.progress.advance(
+                retries=int((row.get("usage") or {}).get("retries") or 0),
+                error=bool(row.get("error")),
+            )
+            for warning in notify(
+                state.registry.pm,
+                "whileai_rollout_finished",
+                run_id=state.run_id,
+                row=export_row(row),
+                done=len(state.trajectories),
+                total=state.total,
+            ):
+                _warn_once(state.warnings, warning)
+    finally:
+        for task in pending:
+            task.cancel()
+
+
+def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Scenario ids whose binary rewards disagree, with how many rows each has."""
+    rewards: dict[str, list[float]] = {}
+    for t in trajectories:
+        r = t.get("reward")
+        if r in (0, 1):
+            rewards.setdefault(t["scenario_id"], []).append(float(r))
+    return {k: len(v) for k, v in rewards.items() if 0 < sum(v) < len(v)}
+
+
+def _resume_plan(params: RunParams, knobs: RunKnobs, world: World, sha: str) -> dict[str, Any]:
+    """What must match between a run and the run resuming it."""
+    return {
+        "seed": params.seed,
+        "unique_situations": params.unique_situations,
+        "requests_per_situation": params.requests_per_situation,
+        "rollouts_per_request": params.rollouts_per_request,
+        "repeat_policy": params.repeat_policy,
+        "world": world.name,
+        "dimensions": params.dimensions,
+        "strategy": params.strategy if isinstance(params.strategy, str | None) else "object",
+        "hard_share": params.hard_share,
+        "system_prompt_sha": sha,
+        "tasks": None
+        if params.tasks is None
+        else prompt_hash(
+            json.dumps([t if isinstance(t, str) else t.get("prompt") for t in params.tasks])
+        ),
+    }
+
+
+async def _run_once(
+    params: RunParams,
+    knobs: RunKnobs,
+    advanced: Mapping[str, Any],
+    registry: Registry,
+    world: World,
+    resolved: ResolvedModels,
+    plans: list[PlannedSituation] | None,
+    output: str | None,
+    replayed_from: str | None,
+) -> tuple[Simulation, list[PlannedSituation]]:
+    warnings = list(resolved.warnings)
+    sha = prompt_hash(params.system_prompt)
+    head = params.system_prompt[: knobs.system_prompt_head_chars]
+    fault_plan = FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate)
+    run_fault_rate = fault_plan.effective_rate(world.default_fault_rate)
+    if params.fault_rate is None:
+        world_note = (
+            f"no fault_rate given: the fault plan has no rate of its own, so it fires at the "
+            f"world's default_fault_rate {world.default_fault_rate}"
+        )
+    else:
+        world_note = (
+            f"fault_rate={params.fault_rate} given: the fault plan fires at it (the world's "
+            f"default_fault_rate, {world.default_fault_rate}, applies to plans with no rate)"
+        )
+
+    resume_plan = _resume_plan(params, knobs, world, sha)
+    existing: list[dict[str, Any]] = []
+    run_id = uuid.uuid4().hex[:12]
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if output is not None:
+        side = read_sidecar(sidecar_path(output))
+        on_disk = load_rows(output, repair=params.resume)
+        if (on_disk or side) and not params.resume:
+            raise FileExistsError(
+                f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
+                "to continue it, or choose another path"
+            )
+        if params.resume and side is not None:
+            diff = resume_mismatch(side.get("metadata", {}).get("resume_plan", {}), resume_plan)
+            if diff:
+                raise ValueError(
+                    f"resume=True, but {output!r} was started with other settings: "
+                    + "; ".join(diff)
+                )
+            run_id = str(side["metadata"].get("run_id", run_id))
+            created = str(side["metadata"].get("created", created))
+        seen: set[str] = set()
+        for row in on_disk:
+            key = _key_of(row)
+            if key is None or key in seen:
+                continue
+            seen.add(key)
+            existing.append(row)
+        if len(existing) < len(on_disk):
+            warnings.append(f"{len(on_disk) - len(existing)} duplicate rows in {output} ignored")
+
+    if plans is None:
+        if params.tasks is not None:
+            plans = plan_from_tasks(params, params.tasks)
+            strategy_name = "tasks= (replayed)"
+            dimensions: dict[str, list[Any]] = params.dimensions or {}
+        else:
+            specs, dimensions, strategy_name = choose_specs(params, knobs, world, registry)
+            plans = plan_from_specs(params, world, specs)
+        known = {str(r["scenario_id"]): str(r["prompt"]) for r in existing if r.get("scenario_id")}
+        plans = await write_situations(plans, resolved.writer, knobs, params.seed, known, warnings)
+    else:
+        strategy_name = f"replay of run {replayed_from}"
+        dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
+
+    agent_sampling = Sampling.coerce(
+        {
+            "temperature": knobs.agent_temperature,
+            "max_tokens": knobs.agent_max_tokens,
+            **(params.sampling or {}),
+        }
+    )
+    user_sampling = Sampling(temperature=knobs.user_temperature, max_tokens=knobs.user_max_tokens)
+    ctx = RolloutContext(
+        run_id=run_id,
+        world=world,
+        models=resolved.models,
+        system_prompt=params.system_prompt,
+        system_prompt_sha=sha,
+        system_prompt_head=head,
+        agent_sampling=agent_sampling,
+        user_sampling=user_sampling,
+        declared_sampling=params.sampling,
+        fault_plan=fault_plan,
+        max_turns=params.max_turns,
+        max_tool_calls=params.max_tool_calls,
+        max_tool_rounds=knobs.max_tool_rounds,
+        logprobs=params.logprobs,
+        user_persona=knobs.user_persona,
+        user_patience=knobs.user_patience,
+        user_context_chars=knobs.user_context_chars,
+    )
+    grader = resolve_grader(params.judge, registry) if params.judge is not None else None
+    llm_grader = resolve_grader("rubric", registry) if params.llm_grade else None
+    markers, marker_problems = MarkerSet.from_registry(registry)
+    warnings.extend(marker_problems)
+    grader_name = grader.name if grader is not None else f"world:{world.name}"
+
+    writer_models = sorted({p.situation.writer_model for p in plans})
+    writer_model = ", ".join(writer_models)
+    jobs = jobs_for(
+        plans, range(params.rollouts_per_request), params.seed, replayed_from=replayed_from
+    )
+    total = len(jobs)
+    metadata: dict[str, Any] = {
+        "run_id": run_id,
+        "created": created,
+        "whileai_version": whileai.__version__,
+        "agent_model": resolved.agent_spec,
+        "model_version": None,
+        "writer_model": writer_model,
+        "user_model": resolved.user_spec if params.max_turns > 1 else None,
+        "judge": grader_name,
+        "world": {"name": world.name, "version": getattr(world, "version", None)},
+        "system_prompt_sha": sha,
+        "planned_rollouts": total,
+        "resume_plan": resume_plan,
+        "replayed_from_run": replayed_from,
+    }
+    report_fields: dict[str, Any] = {
+        "run_id": run_id,
+        "mode": params.mode,
+        "budget": params.budget,
+        "seed": params.seed,
+        "unique_situations": len({p.index for p in plans}),
+        "requests_per_situation": params.requests_per_situation,
+        "repeats": params.rollouts_per_request,
+        "repeat_policy": params.repeat_policy,
+        "hard_share": params.hard_share,
+        "fault_rate": run_fault_rate,
+        "strategy": strategy_name,
+        "dimensions": dimensions,
+        "arm_weights": params.arm_weights,
+        "simulator": resolved.simulator,
+        "writer_model": writer_model,
+        "agent_model": resolved.agent_spec,
+        "user_model": resolved.user_spec if params.max_turns > 1 else "none (single message)",
+        "grader": grader_name,
+        "llm_grader": llm_grader.name if llm_grader is not None else None,
+        "sampling": params.sampling,
+        "max_turns": params.max_turns,
+        "max_tool_calls": params.max_tool_calls,
+        "logprobs": params.logprobs,
+        "system_prompt_sha": sha,
+        "world": {
+            "name": world.name,
+            "version": getattr(world, "version", None),
+            "default_fault_rate": world.default_fault_rate,
+            "fault_kinds": list(knobs.fault_kinds),
+        },
+        "world_note": world_note,
+        "advanced": dict(advanced),
+        "knobs": knobs.as_dict(),
+        "model_notes": list(resolved.notes),
+    }
+    system_prompts = {sha: params.system_prompt}
+
+    def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
+        first = next((t.get("model_version") for t in trajectories if t.get("model_version")), None)
+        metadata["model_version"] = first
+        return Simulation(
+            trajectories=trajectories,
+            metadata=metadata,
+            system_prompts=system_prompts,
+            warnings=warnings,
+            degraded=list(resolved.degraded),
+            report_fields=report_fields,
+            output=output,
+            registry=registry,
+        )
+
+    row_writer = RowWriter(output, fsync=bool(knobs.fsync_rows)) if output is not None else None
+    if output is not None:
+        write_sidecar(sidecar_path(output), simulation(existing).sidecar(complete=False))
+    for warning in notify(
+        registry.pm, "whileai_run_started", run_id=run_id, knobs=report_fields, total=total
+    ):
+        _warn_once(warnings, warning)
+    progress = RunProgress(total, refresh_per_second=knobs.progress_refresh_per_second)
+    state = _RunState(
+        run_id,
+        list(existing),
+        {k for r in existing if (k := _key_of(r))},
+        warnings,
+        row_writer,
+        progress,
+        registry,
+        total,
+    )
+    for _ in existing:
+        progress.done += 1
+    try:
+        with progress:
+            await _execute(jobs, ctx, state, knobs, grader, llm_grader, markers)
+            if params.repeat_policy == "rl" and knobs.adaptive_extra_repeats > 0:
+                extra = _extra_jobs(params, knobs, plans, state, replayed_from)
+                if extra:
+                    state.total += len(extra)
+                    progress.grow(len(extra))
+                    metadata["planned_rollouts"] = state.total
+                    await _execute(extra, ctx, state, knobs, grader, llm_grader, markers)
+    finally:
+        if row_writer is not None:
+            row_writer.close()
+    data = simulation(_in_plan_order(state.trajectories))
+    if output is not None:
+        write_sidecar(sidecar_path(output), data.sidecar(complete=True))
+    for warning in notify(
+        registry.pm, "whileai_run_finished", run_id=run_id, report=data.report().to_dict()
+    ):
+        _warn_once(warnings, warning)
+    return data, plans
+
+
+def _extra_jobs(
+    params: RunParams,
+    knobs: RunKnobs,
+    plans: list[PlannedSituation],
+    state: _RunState,
+    replayed_from: str | None,
+) -> list[Job]:
+    """Under repeat_policy="rl", more repeats for groups whose repeats disagree, within budget."""
+    split = _split_groups(state.trajectories)
+    room = None if params.budget is None else params.budget - state.total
+    base = params.rollouts_per_request
+    extra: list[Job] = []
+    for plan in plans:
+        if plan.scenario_id not in split:
+            continue
+        count = knobs.adaptive_extra_repeats
+        if room is not None:
+            count = min(count, room - len(extra))
+        if count <= 0:
+            break
+        extra.extend(
+            jobs_for([plan], range(base, base + count), params.seed, replayed_from=replayed_from)
+        )
+    return extra
+
+
+def _in_plan_order(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def order(t: Mapping[str, Any]) -> tuple[int, int, int]:
+        lineage = t.get("lineage") or {}
+        return (
+            int(lineage.get("situation", 0)),
+            int(lineage.get("phrasing", 0)),
+            int(lineage.get("repeat", 0)),
+        )
+
+    return sorted(trajectories, key=order)
+
+
+def _run_output(output: str | None, run: int, runs: int) -> str | None:
+    if output is None or runs == 1:
+        return output
+    from pathlib import Path
+
+    path = Path(output)
+    suffix = path.suffix or ".jsonl"
+    return str(path.with_name(f"{path.stem}-run{run + 1}{suffix}"))
+
+
+async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
+    """``simulate`` for code already inside an event loop: same parameters, awaitable."""
+    alias_values = {a: kwargs.pop(a) for a in list(kwargs) if a in ALIASES}
+    advanced = kwargs.pop("advanced", None)
+    registry = get_registry(kwargs.pop("registry", None))
+    given = merge_aliases(kwargs, alias_values)
+    params = resolve_params(given)
+    knobs = RunKnobs.from_advanced(advanced)
+    world = registry.resolve("world", knobs.world)
+    resolved = resolve_models(params, registry)
+    results: list[Simulation] = []
+    plans: list[PlannedSituation] | None = None
+    first_run: str | None = None
+    for run in range(params.runs):
+        data, plans = await _run_once(
+            params,
+            knobs,
+            dict(advanced or {}),
+            registry,
+            world,
+            resolved,
+            plans,
+            _run_output(params.output, run, params.runs),
+            first_run,
+        )
+        if first_run is None:
+            first_run = data.metadata["run_id"]
+        results.append(data)
+    return results[0] if params.runs == 1 else results
+
+
+def simulate(
+    system_prompt: str | None = None,
+    *,
+    unique_situations: int | None = None,
+    requests_per_situation: int | None = None,
+    rollouts_per_request: int | None = None,
+    fault_rate: float | None = None,
+    mode: str = "eval",
+    budget: int | None = None,
+    seed: int = 0,
+    hard_share: float = 0.25,
+    strategy: Any = None,
+    dimensions: Mapping[str, Sequence[Any]] | None = None,
+    arm_weights: Mapping[str, float] | None = None,
+    simulator: Any = None,
+    agent_model: Any = None,
+    user_model: Any = None,
+    sampling: Mapping[str, Any] | None = None,
+    max_turns: int = 4,
+    max_tool_calls: int = 8,
+    repeat_policy: str | None = None,
+    judge: Any = None,
+    llm_grade: bool = False,
+    logprobs: bool = False,
+    tasks: Sequence[Any] | None = None,
+    runs: int = 1,
+    output: str | None = None,
+    resume: bool = False,
+    advanced: Mapping[str, Any] | None = None,
+    registry: Registry | None = None,
+    policy: str | None = None,
+    unique: int | None = None,
+    phrasings: int | None = None,
+    n: int | None = None,
+    repeats: int | None = None,
+    risk: float | None = None,
+) -> Any:
+    """Write situations, roll the agent out against a simulated user and a mock world with
+    faults, grade every episode, and return the run (a list of runs when ``runs`` > 1).
+
+    Every parameter, its default and its alias is in docs/parameters.md.
+    """
+    kwargs = {k: v for k, v in locals().items()}
+    return _run_sync(asimulate(**kwargs))

@@ -1,0 +1,141 @@
+"""How a run grades its rollouts: ``judge=`` (a judge or verifier spec, or a callable) through
+``whileai.grading``, else the world's programmatic ``episode.check``; ``llm_grade=True`` adds
+the rubric judge's score as ``llm_reward``; registered markers measure every row.
+
+Sync and async judges both work; a judge from the registry (typically a model call) runs off
+the event loop so rollouts keep going while it thinks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+from whileai.grading import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
+from whileai.plugins import Registry, UnknownPluginError
+
+
+@attrs.frozen
+class Grader:
+    """A scorer plus how to call it: inline, or in a worker thread for blocking judges."""
+
+    scorer: Scorer
+    offload: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.scorer.name
+
+    async def verdict(self, row: Mapping[str, Any]) -> Verdict:
+        try:
+            if self.offload:
+                raw = await asyncio.to_thread(self.scorer.score, row)
+            else:
+                raw = self.scorer.score(row)
+            if inspect.isawaitable(raw):
+                raw = await raw
+        except Exception as exc:
+            return Verdict.error(f"{type(exc).__name__}: {exc}")
+        return as_verdict(raw, what=f"judge {self.name}")
+
+    async def grade(self, row: Mapping[str, Any], *, into: str = "reward") -> dict[str, Any]:
+        """A copy of ``row`` graded by this judge (``into="llm_reward"`` keeps ``reward``)."""
+        verdict = await self.verdict(row)
+        if into == "reward":
+            fixed = Scorer(
+                self.scorer.name, self.scorer.label_source, self.scorer.meta, lambda _row: verdict
+            )
+            return grade_row(row, fixed)
+        graded = dict(row)
+        graded[into] = verdict.reward
+        graded.setdefault("llm_judge", {})
+        graded["llm_judge"] = {
+            "name": self.name,
+            "status": verdict.status,
+            "reason": verdict.reason,
+            "meta": {**self.scorer.meta, **verdict.meta},
+        }
+        return graded
+
+
+def resolve_grader(judge: Any, registry: Registry) -> Grader:
+    """A grader for ``judge=``: a registered judge or verifier name/spec, a verifier object,
+    or a callable (``(row)``, ``(prompt, completion)`` or ``(prompt, completion, reference)``,
+    sync or async)."""
+    if isinstance(judge, Grader):
+        return judge
+    if isinstance(judge, str):
+        try:
+            built = registry.resolve("judge", judge)
+            offload = not (
+                inspect.iscoroutinefunction(built)
+                or inspect.iscoroutinefunction(type(built).__call__)
+            )
+            return Grader(_judge_scorer(built), offload=offload)
+        except UnknownPluginError as judge_error:
+            try:
+                built = registry.resolve("verifier", judge)
+            except UnknownPluginError:
+                raise UnknownPluginError(
+                    f"judge={judge!r} names no registered judge or verifier.\n{judge_error}"
+                ) from None
+            return Grader(as_scorer(built))
+    if isinstance(judge, Scorer):
+        return Grader(judge)
+    if isinstance(judge, Verifier) or callable(judge):
+        return Grader(as_scorer(judge))
+    raise TypeError(
+        f"judge= must be a judge or verifier name, a verifier, or a callable; got {judge!r}"
+    )
+
+
+def _judge_scorer(judge: Callable[[Mapping[str, Any]], Verdict | Awaitable[Verdict]]) -> Scorer:
+    name = getattr(judge, "name", None) or type(judge).__name__
+    meta: dict[str, Any] = {"name": name, "version": getattr(judge, "version", None)}
+    meta.update(getattr(judge, "meta", {}) or {})
+    return Scorer(str(name), "judge", meta, judge)  # type: ignore[arg-type]
+
+
+def world_grader(world: Any, check: Callable[[Mapping[str, Any]], Verdict]) -> Grader:
+    """The world's programmatic checks as a grader (``check(row)`` reads the live episode)."""
+    meta = {"name": f"world:{world.name}", "version": world.version}
+    return Grader(Scorer(f"world:{world.name}", "world", meta, check))
+
+
+@attrs.frozen
+class MarkerSet:
+    """Registered markers, each ``marker(row) -> number | bool | None``."""
+
+    markers: Mapping[str, Callable[[Mapping[str, Any]], Any]]
+
+    @classmethod
+    def from_registry(cls, registry: Registry) -> tuple[MarkerSet, list[str]]:
+        built: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+        problems: list[str] = []
+        for entry in registry.entries("marker"):
+            try:
+                built[entry.name] = entry.factory()
+            except Exception as exc:
+                problems.append(f"marker {entry.name!r} could not be built: {exc}")
+        return cls(built), problems
+
+    def measure(self, row: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        values: dict[str, Any] = dict(row.get("markers") or {})
+        problems: list[str] = []
+        for name, marker in self.markers.items():
+            try:
+                value = marker(row)
+            except Exception as exc:
+                problems.append(f"marker {name!r} failed: {type(exc).__name__}: {exc}")
+                continue
+            if value is None:
+                continue
+            if isinstance(value, bool | int | float):
+                values[name] = value
+            else:
+                problems.append(f"marker {name!r} returned {value!r}, not a number")
+        return values, problems

@@ -1,0 +1,279 @@
+"""The public parameters of ``simulate()``: their defaults, aliases, checks and resolution.
+
+``PARAMETERS`` is the one table of names, defaults, aliases and meanings; ``simulate``'s
+signature, ``docs/parameters.md`` and the run's report all agree with it (a test checks the
+page and the signature against it). Parameters that have an alias default to ``None`` in the
+signature so that "given" is knowable: an alias and its name both given with different values
+is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+#: The deploy prompt the agent runs under when you give none.
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a customer support agent. Look things up with the tools before you answer, "
+    "say plainly what you did, and never invent an order, refund or account detail."
+)
+
+MODES: tuple[str, ...] = ("eval", "rl")
+REPEAT_POLICIES: tuple[str, ...] = ("rl", "fixed")
+
+#: alias -> the parameter it stands for
+ALIASES: dict[str, str] = {
+    "policy": "system_prompt",
+    "unique": "unique_situations",
+    "phrasings": "requests_per_situation",
+    "n": "requests_per_situation",
+    "repeats": "rollouts_per_request",
+    "risk": "fault_rate",
+}
+
+
+@attrs.frozen
+class Parameter:
+    """One public parameter: its name, resolved default, aliases and what it means."""
+
+    name: str
+    default: Any
+    meaning: str
+    aliases: tuple[str, ...] = ()
+
+
+def _p(name: str, default: Any, meaning: str) -> Parameter:
+    aliases = tuple(a for a, target in ALIASES.items() if target == name)
+    return Parameter(name, default, meaning, aliases)
+
+
+PARAMETERS: tuple[Parameter, ...] = (
+    _p("system_prompt", DEFAULT_SYSTEM_PROMPT, "the deploy prompt the agent runs under"),
+    _p(
+        "unique_situations",
+        8,
+        "how many distinct situations to write (from budget when only budget is given)",
+    ),
+    _p("requests_per_situation", 1, "phrasings of each situation: one task each"),
+    _p("rollouts_per_request", 4, "repeats of each phrasing: the k of pass@k and pass^k"),
+    _p(
+        "fault_rate",
+        None,
+        "share of tool calls that fault; None: the world's default_fault_rate",
+    ),
+    _p(
+        "mode",
+        "eval",
+        "eval (every request the same repeats) or rl (repeats go where groups split)",
+    ),
+    _p("budget", None, "cap on rollouts in the run, extra adaptive repeats included"),
+    _p("seed", 0, "seeds situations, phrasings, faults and the rollouts' sampling"),
+    _p("hard_share", 0.25, "share of situations drawn at the hard end of the difficulty dimension"),
+    _p(
+        "strategy",
+        None,
+        "registered strategy spreading situations over dimensions; None: a seeded even spread",
+    ),
+    _p("dimensions", None, "{name: [values]} to vary situations along; None: the world's own"),
+    _p("arm_weights", None, "{arm: weight} handed to the strategy"),
+    _p(
+        "simulator",
+        None,
+        "who writes situations: a model spec, or 'template'; None: the role default",
+    ),
+    _p("agent_model", None, "the agent: a model spec, a backend, or your own callable"),
+    _p("user_model", None, "who plays the user: a model spec or backend; None: the role default"),
+    _p(
+        "sampling",
+        None,
+        "the agent's sampling ({temperature, max_tokens, ...}); overrides advanced",
+    ),
+    _p("max_turns", 4, "agent turns per rollout, follow-ups included; 1 means a single message"),
+    _p("max_tool_calls", 8, "tool calls per rollout before the agent must answer"),
+    _p(
+        "repeat_policy",
+        None,
+        "rl (more repeats where a group splits) or fixed (every request the same k); None: fixed under eval, rl under rl",
+    ),
+    _p("judge", None, "a judge or verifier spec, or a callable; None: the world's own checks"),
+    _p("llm_grade", False, "also grade with the rubric judge into llm_reward"),
+    _p("logprobs", False, "record the agent's summed logprob and token count per turn"),
+    _p("tasks", None, "rows or prompts to replay instead of writing situations"),
+    _p("runs", 1, "run the same situations this many times; returns a list of runs when above 1"),
+    _p("output", None, "JSONL path rows stream to, with a .meta.json sidecar"),
+    _p("resume", False, "continue the run already at output= instead of refusing to overwrite"),
+    _p("advanced", None, "{RunKnobs field: value}: experiment knobs and engine internals"),
+    _p("registry", None, "the plugin registry to resolve names in; None: installed plugins"),
+)
+
+BY_NAME: dict[str, Parameter] = {p.name: p for p in PARAMETERS}
+
+
+def merge_aliases(given: dict[str, Any], aliases: Mapping[str, Any]) -> dict[str, Any]:
+    """Fold alias values into ``given``; an alias and its name set to different values is an
+    error naming both."""
+    out = dict(given)
+    seen: dict[str, str] = {}
+    for alias, value in aliases.items():
+        if value is None:
+            continue
+        target = ALIASES[alias]
+        if out.get(target) is not None and out[target] != value:
+            first = seen.get(target, target)
+            raise ValueError(
+                f"{first}={out[target]!r} and {alias}={value!r} disagree: {alias}= is an alias "
+                f"of {target}=; give one of them"
+            )
+        out[target] = value
+        seen[target] = alias
+    return out
+
+
+def _positive_int(name: str, value: Any, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+
+
+def _unit(name: str, value: Any, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+def _choice(name: str, value: Any, choices: Sequence[str], *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class RunParams:
+    """The public parameters as resolved (defaults filled, aliases folded, values checked)."""
+
+    system_prompt: str
+    unique_situations: int
+    requests_per_situation: int
+    rollouts_per_request: int
+    fault_rate: float | None
+    mode: str
+    budget: int | None
+    seed: int
+    hard_share: float
+    strategy: Any
+    dimensions: dict[str, list[Any]] | None
+    arm_weights: dict[str, float] | None
+    simulator: Any
+    agent_model: Any
+    user_model: Any
+    sampling: dict[str, Any] | None
+    max_turns: int
+    max_tool_calls: int
+    repeat_policy: str
+    judge: Any
+    llm_grade: bool
+    logprobs: bool
+    tasks: list[Any] | None
+    runs: int
+    output: str | None
+    resume: bool
+
+
+def resolve_params(given: Mapping[str, Any]) -> RunParams:
+    """Fill defaults and check every value; errors name the parameter and what was wrong."""
+    values = {p.name: p.default for p in PARAMETERS}
+    for name, value in given.items():
+        if name not in BY_NAME:
+            raise TypeError(f"simulate() has no parameter {name!r}")
+        if value is not None:
+            values[name] = value
+    if not isinstance(values["system_prompt"], str):
+        raise TypeError(
+            f"system_prompt must be a string, got {type(values['system_prompt']).__name__}"
+        )
+    budget = values["budget"]
+    _positive_int("budget", budget, allow_none=True)
+    for name in ("requests_per_situation", "rollouts_per_request", "runs", "max_turns"):
+        _positive_int(name, values[name])
+    if given.get("unique_situations") is None and budget is not None:
+        per_situation = values["requests_per_situation"] * values["rollouts_per_request"]
+        values["unique_situations"] = max(1, budget // per_situation)
+    _positive_int("unique_situations", values["unique_situations"])
+    if (
+        isinstance(values["max_tool_calls"], bool)
+        or not isinstance(values["max_tool_calls"], int)
+        or values["max_tool_calls"] < 0
+    ):
+        raise ValueError(
+            f"max_tool_calls must be a whole number >= 0, got {values['max_tool_calls']!r}"
+        )
+    _unit("fault_rate", values["fault_rate"], allow_none=True)
+    _unit("hard_share", values["hard_share"])
+    _choice("mode", values["mode"], MODES)
+    _choice("repeat_policy", values["repeat_policy"], REPEAT_POLICIES, allow_none=True)
+    if values["repeat_policy"] is None:
+        values["repeat_policy"] = "rl" if values["mode"] == "rl" else "fixed"
+    if isinstance(values["seed"], bool) or not isinstance(values["seed"], int):
+        raise ValueError(f"seed must be a whole number, got {values['seed']!r}")
+    planned = (
+        values["unique_situations"]
+        * values["requests_per_situation"]
+        * values["rollouts_per_request"]
+    )
+    if values["tasks"] is None and budget is not None and planned > budget:
+        raise ValueError(
+            f"budget={budget} is below the planned {planned} rollouts (unique_situations="
+            f"{values['unique_situations']} x requests_per_situation="
+            f"{values['requests_per_situation']} x rollouts_per_request="
+            f"{values['rollouts_per_request']}); raise budget or lower one of them"
+        )
+    dims = values["dimensions"]
+    if dims is not None:
+        if not isinstance(dims, Mapping) or not all(
+            isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0 for v in dims.values()
+        ):
+            raise ValueError(
+                "dimensions must be {name: [values, ...]} with at least one value each"
+            )
+        values["dimensions"] = {str(k): list(v) for k, v in dims.items()}
+    weights = values["arm_weights"]
+    if weights is not None:
+        if not isinstance(weights, Mapping) or any(
+            isinstance(w, bool) or not isinstance(w, int | float) or w < 0 for w in weights.values()
+        ):
+            raise ValueError("arm_weights must be {arm: weight >= 0}")
+        values["arm_weights"] = {str(k): float(w) for k, w in weights.items()}
+    sampling = values["sampling"]
+    if sampling is not None and not isinstance(sampling, Mapping):
+        raise TypeError(
+            f"sampling must be a mapping such as {{'temperature': 0.7}}, got {sampling!r}"
+        )
+    values["sampling"] = dict(sampling) if sampling is not None else None
+    tasks = values["tasks"]
+    if tasks is not None:
+        if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence) or not tasks:
+            raise ValueError("tasks must be a non-empty list of rows or prompt strings")
+        values["tasks"] = list(tasks)
+    for flag in ("llm_grade", "logprobs", "resume"):
+        if not isinstance(values[flag], bool):
+            raise TypeError(f"{flag} must be True or False, got {values[flag]!r}")
+    if values["output"] is not None:
+        values["output"] = str(values["output"])
+    if values["resume"] and values["output"] is None:
+        raise ValueError("resume=True needs output= (the JSONL file of the run to continue)")
+    values.pop("advanced")
+    values.pop("registry")
+    return RunParams(**values)
+
+
+def is_callable_agent(agent: Any) -> bool:
+    """A user's own agent function (as opposed to a spec string or a backend object)."""
+    return callable(agent) and not isinstance(agent, str) and not hasattr(agent, "complete")
+
+
+AgentFn = Callable[..., Any]

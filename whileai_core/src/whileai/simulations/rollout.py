@@ -1,0 +1,384 @@
+"""One rollout: the agent answers under the system prompt, calls the world's tools, and the
+simulated user follows up until it is satisfied, gives up, or the turn limit is hit.
+
+The result is a trajectory: the full row in memory, privileged block included (the judge reads
+it); ``export_row`` makes the version that may leave memory. A backend failure after its
+retries, or a tool that raises, ends the rollout with ``error`` recorded on its row, never the
+run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai.backends import Backend, BackendError, Completion, Sampling
+from whileai.simulations.privacy import step_messages
+from whileai.simulations.schema import Judgment, Rollout, Task, to_row
+from whileai.worlds import Episode, FaultPlan, Situation, World
+
+SATISFIED_TAG = "[DONE]"
+GAVE_UP_TAG = "[GIVE UP]"
+
+
+@attrs.frozen
+class Job:
+    """One planned rollout, identified by a deterministic key (situation, phrasing, repeat)."""
+
+    key: str
+    situation: Situation
+    scenario_id: str
+    situation_index: int
+    phrasing: int
+    repeat: int
+    seed: int
+    spec: Mapping[str, Any]
+    arm: str | None = None
+    selection_reason: str | None = None
+    replayed: bool = False
+    replayed_from_run: str | None = None
+
+
+@attrs.frozen
+class Models:
+    """The backends of one run and what each is called on a row."""
+
+    agent: Backend
+    user: Backend
+    agent_label: str
+    user_label: str
+    #: the agent is the user's own callable: its row sampling is what they passed (or None)
+    agent_is_callable: bool = False
+
+
+@attrs.frozen
+class RolloutContext:
+    """Everything a rollout needs that is the same for the whole run."""
+
+    run_id: str
+    world: World
+    models: Models
+    system_prompt: str
+    system_prompt_sha: str
+    system_prompt_head: str
+    agent_sampling: Sampling
+    user_sampling: Sampling
+    #: what a callable agent's rows say under ``sampling`` (the caller's, or None)
+    declared_sampling: Mapping[str, Any] | None
+    fault_plan: FaultPlan
+    max_turns: int
+    max_tool_calls: int
+    max_tool_rounds: int
+    logprobs: bool
+    user_persona: str | None
+    user_patience: int | None
+    user_context_chars: int
+
+
+@attrs.define
+class _Tally:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    user_input_tokens: int = 0
+    user_output_tokens: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
+    logprob: float = 0.0
+    n_tokens: int = 0
+    logprobs_seen: int = 0
+    truncated: bool = False
+    model: str | None = None
+    sampling: Mapping[str, Any] | None = None
+
+
+def _seeded(base: Sampling, seed: int) -> Sampling:
+    return base if base.seed is not None else attrs.evolve(base, seed=seed)
+
+
+def _assistant_step(c: Completion, ctx: RolloutContext) -> dict[str, Any]:
+    step: dict[str, Any] = {"role": "assistant", "content": c.text}
+    if c.tool_calls:
+        step["tool_calls"] = [
+            {"id": t.id, "name": t.name, "arguments": dict(t.arguments)} for t in c.tool_calls
+        ]
+    step["input_tokens"] = c.input_tokens
+    step["output_tokens"] = c.output_tokens
+    if ctx.logprobs:
+        step["logprob"] = c.logprob
+        step["n_tokens"] = c.n_tokens
+        step["truncated"] = c.truncated
+    elif c.truncated:
+        step["truncated"] = True
+    if c.retries:
+        step["retries"] = c.retries
+    return step
+
+
+def _count(tally: _Tally, c: Completion, *, user: bool) -> None:
+    tally.retries += c.retries
+    tally.waited_s += c.waited_s
+    if user:
+        tally.user_input_tokens += c.input_tokens or 0
+        tally.user_output_tokens += c.output_tokens or 0
+        return
+    tally.input_tokens += c.input_tokens or 0
+    tally.output_tokens += c.output_tokens or 0
+    tally.truncated = tally.truncated or c.truncated
+    if c.logprob is not None:
+        tally.logprob += c.logprob
+        tally.n_tokens += c.n_tokens or 0
+        tally.logprobs_seen += 1
+    if tally.model is None:
+        tally.model = c.model
+        tally.sampling = dict(c.sampling) if c.sampling is not None else None
+
+
+def _tool_content(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _call_tool(episode: Episode, name: str, call: Any) -> tuple[str, str | None]:
+    """The tool message content for one call, and the fault kind that fired (if any)."""
+    if call.raw_arguments is not None:
+        error = {"error": "invalid_arguments", "message": "arguments were not valid JSON"}
+        return json.dumps(error), None
+    try:
+        result = episode.call(name, dict(call.arguments))
+    except Exception as exc:
+        raise ToolRaised(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
+    content = result.content
+    if result.error is not None and not (isinstance(content, Mapping) and "error" in content):
+        content = {"error": result.error, "content": content}
+    return _tool_content(content), result.fault
+
+
+class ToolRaised(RuntimeError):
+    """A world tool raised instead of returning an error result."""
+
+
+def _user_messages(
+    ctx: RolloutContext, situation: Situation, prompt: str, steps: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    persona = ctx.user_persona or situation.persona
+    known = json.dumps(dict(situation.hidden_state), ensure_ascii=False, default=str)
+    known = known[: ctx.user_context_chars]
+    system = (
+        f"You are {persona}, chatting with a support agent. What you want: {prompt}\n"
+        f"What you know (give it when asked): {known}\n"
+        "Reply as the customer in one or two short sentences. When your problem is solved, "
+        f"thank the agent and end with {SATISFIED_TAG}. If you have had enough, end with "
+        f"{GAVE_UP_TAG}."
+    )
+    # The simulated user sees the chat from its side: its own words are the assistant's.
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "assistant", "content": prompt},
+    ]
+    for step in steps:
+        if step["role"] == "assistant" and step.get("content"):
+            messages.append({"role": "user", "content": step["content"]})
+        elif step["role"] == "user":
+            messages.append({"role": "assistant", "content": step["content"]})
+    return messages
+
+
+async def _agent_turn(
+    ctx: RolloutContext,
+    messages: list[dict[str, Any]],
+    steps: list[dict[str, Any]],
+    episode: Episode,
+    tally: _Tally,
+    tools: list[dict[str, Any]],
+    sampling: Sampling,
+    tool_calls_left: int,
+) -> tuple[str, int]:
+    """The agent's answer to the chat so far, with its tool rounds. Returns the answer and the
+    tool calls it has left."""
+    for round_ in range(ctx.max_tool_rounds + 1):
+        may_call = bool(tools) and tool_calls_left > 0 and round_ < ctx.max_tool_rounds
+        completion = await ctx.models.agent.complete(
+            messages, tools if may_call else None, sampling, logprobs=ctx.logprobs
+        )
+        _count(tally, completion, user=False)
+        step = _assistant_step(completion, ctx)
+        steps.append(step)
+        messages.extend(step_messages([step]))
+        calls = completion.tool_calls if may_call else ()
+        if not calls:
+            return completion.text, tool_calls_left
+        for call in calls:
+            if tool_calls_left <= 0:
+                content, fault = (
+                    json.dumps({"error": "tool_budget", "message": "no tool calls left"}),
+                    None,
+                )
+            else:
+                tool_calls_left -= 1
+                content, fault = _call_tool(episode, call.name, call)
+            tool_step: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "name": call.name,
+                "content": content,
+            }
+            if fault is not None:
+                tool_step["fault"] = fault
+            steps.append(tool_step)
+            messages.extend(step_messages([tool_step]))
+    return "", tool_calls_left  # pragma: no cover - the last round never offers tools
+
+
+async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Episode]:
+    """Play one rollout to its end; its trajectory (ungraded, privileged kept) and the
+    episode, whose checks grade it."""
+    situation = job.situation
+    rng = random.Random(job.seed)
+    episode = ctx.world.new_episode(situation, rng, ctx.fault_plan)
+    tools = list(ctx.world.tools())
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": ctx.system_prompt},
+        {"role": "user", "content": situation.prompt},
+    ]
+    steps: list[dict[str, Any]] = []
+    tally = _Tally()
+    agent_sampling = _seeded(ctx.agent_sampling, job.seed)
+    user_sampling = _seeded(ctx.user_sampling, job.seed + 1)
+    patience = ctx.user_patience if ctx.user_patience is not None else situation.patience
+    final_text = ""
+    error: str | None = None
+    stop_reason = "turn_limit"
+    user_spoke = False
+    tool_calls_left = ctx.max_tool_calls
+    try:
+        for turn in range(ctx.max_turns):
+            text, tool_calls_left = await _agent_turn(
+                ctx, messages, steps, episode, tally, tools, agent_sampling, tool_calls_left
+            )
+            if text.strip():
+                final_text = text
+            if turn == ctx.max_turns - 1:
+                stop_reason = "turn_limit" if ctx.max_turns > 1 else "single_message"
+                break
+            if turn >= patience:
+                stop_reason = "gave_up"
+                break
+            reply = await ctx.models.user.complete(
+                _user_messages(ctx, situation, situation.prompt, steps), None, user_sampling
+            )
+            _count(tally, reply, user=True)
+            user_spoke = True
+            said = reply.text.strip()
+            done = SATISFIED_TAG in said
+            gave_up = GAVE_UP_TAG in said
+            content = said.replace(SATISFIED_TAG, "").replace(GAVE_UP_TAG, "").strip()
+            user_step = {
+                "role": "user",
+                "content": content,
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+            }
+            steps.append(user_step)
+            messages.extend(step_messages([user_step]))
+            if done or gave_up:
+                stop_reason = "satisfied" if done else "gave_up"
+                break
+    except (BackendError, ToolRaised) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        stop_reason = "error"
+    except Exception as exc:  # the user's own agent callable, a malformed completion
+        error = f"{type(exc).__name__}: {exc}"
+        stop_reason = "error"
+    trajectory = _trajectory(
+        job, ctx, episode, steps, messages, tally, final_text, error, stop_reason, user_spoke
+    )
+    return trajectory, episode
+
+
+def _trajectory(
+    job: Job,
+    ctx: RolloutContext,
+    episode: Episode,
+    steps: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    tally: _Tally,
+    final_text: str,
+    error: str | None,
+    stop_reason: str,
+    user_spoke: bool,
+) -> dict[str, Any]:
+    situation = job.situation
+    model_version = tally.model or ctx.models.agent_label
+    if ctx.models.agent_is_callable:
+        sampling = dict(ctx.declared_sampling) if ctx.declared_sampling is not None else None
+    else:
+        sampling = dict(tally.sampling) if tally.sampling is not None else None
+    lineage: dict[str, Any] = {
+        "run_id": ctx.run_id,
+        "system_prompt_sha": ctx.system_prompt_sha,
+        "system_prompt_head": ctx.system_prompt_head,
+        "system_prompt_chars": len(ctx.system_prompt),
+        "replayed": job.replayed,
+        "rollout_key": job.key,
+        "situation": job.situation_index,
+        "phrasing": job.phrasing,
+        "repeat": job.repeat,
+    }
+    if job.replayed_from_run is not None:
+        lineage["replayed_from_run"] = job.replayed_from_run
+    privileged: dict[str, Any] = {"hidden_state": dict(situation.hidden_state)}
+    if situation.goal:
+        privileged["goal"] = dict(situation.goal)
+    if situation.reference is not None:
+        privileged["reference"] = situation.reference
+    task = Task(
+        prompt=situation.prompt,
+        task_id=job.scenario_id,
+        scenario_id=job.scenario_id,
+        privileged=privileged,
+        scenario_dimensions=dict(situation.dimensions) or dict(job.spec),
+        arm=job.arm,
+        selection_reason=job.selection_reason,
+        seed=job.seed,
+        writer_model=situation.writer_model,
+    )
+    usage = {
+        "input_tokens": tally.input_tokens,
+        "output_tokens": tally.output_tokens,
+        "user_input_tokens": tally.user_input_tokens,
+        "user_output_tokens": tally.user_output_tokens,
+        "retries": tally.retries,
+        "waited_s": round(tally.waited_s, 3),
+    }
+    try:
+        world_state: dict[str, Any] | None = episode.state()
+        faults: list[dict[str, Any]] | None = episode.faults()
+    except Exception as exc:
+        world_state, faults = None, None
+        error = error or f"world state unreadable: {type(exc).__name__}: {exc}"
+    rollout = Rollout(
+        final_text=final_text,
+        steps=steps,
+        messages=messages,
+        world_state=world_state,
+        faults=faults,
+        sampling=sampling,
+        policy_version=f"{model_version}@{ctx.system_prompt_sha}",
+        model_version=model_version,
+        user_model=ctx.models.user_label if user_spoke else None,
+        lineage=lineage,
+        run_id=ctx.run_id,
+        usage=usage,
+        logprob=tally.logprob if ctx.logprobs and tally.logprobs_seen else None,
+        n_tokens=tally.n_tokens if ctx.logprobs and tally.logprobs_seen else None,
+        truncated=tally.truncated or None,
+        error=error,
+        extra={"stop_reason": stop_reason, "world": ctx.world.name},
+    )
+    judgment = (
+        Judgment(judge_status="skipped", reason=f"rollout failed: {error}") if error else None
+    )
+    return to_row(task, rollout, judgment)
