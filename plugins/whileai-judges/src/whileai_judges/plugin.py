@@ -1,3 +1,18 @@
-"""Registers this package's plugins through the whileai entry point."""
+"""Registers the built-in judges through the same entry point a third party would use."""
 
 from __future__ import annotations
+
+from whileai import hookimpl
+from whileai.hookspecs import Register
+
+from whileai_judges.rubric import make_rubric_judge
+
+
+@hookimpl
+def whileai_register_judges(register: Register) -> None:
+    register(
+        "rubric",
+        make_rubric_judge,
+        aliases=("llm", "llm_rubric"),
+        description="an LLM grades a rollout against a rubric, JSON verdict with provenance",
+    )

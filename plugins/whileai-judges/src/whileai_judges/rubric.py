@@ -1,0 +1,317 @@
+"""The LLM rubric judge: a model reads a rollout and a rubric and returns a JSON verdict.
+
+A judge is a reward model, so every verdict carries its provenance in ``meta`` (which the
+grading path writes to ``row["judge_meta"]``): the judge ``model``, ``prompt_sha`` (SHA-256 of
+the prompt template and the rubric, so a rubric edit is a new judge), ``temperature``, and
+``version`` = ``<model>@<prompt_sha[:12]>``. The reply is asked for with a JSON-schema
+``response_format`` and parsed leniently (code fences, text around the object); a reply that
+still does not hold a valid verdict gives a Verdict with status ``"error"`` and the reason,
+never a silent 0. So does a backend that fails.
+
+Which rubric: the judge's own ``rubric=`` when given (the caller chose it for every row), else
+the row's ``privileged.rubric``, else :data:`DEFAULT_RUBRIC`; ``judge_meta.rubric_source``
+says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from whileai.backends import Backend, BackendError, Sampling, resolve_backend
+from whileai.grading import Verdict
+from whileai.plugins import Registry
+
+#: Used when neither the judge nor the row names a rubric.
+DEFAULT_RUBRIC = (
+    "The assistant resolves the user's request correctly and completely, uses its tools "
+    "accurately, keeps to any policy it was given, and tells the user the truth about what "
+    "it did."
+)
+
+MODES: tuple[str, ...] = ("score", "pass_fail")
+
+TEMPLATE = """You are grading one conversation between a user and an AI assistant.
+
+Rubric:
+{rubric}
+{context}
+Conversation:
+{transcript}
+
+{instruction}
+Reply with a JSON object only."""
+
+INSTRUCTIONS = {
+    "score": 'Give "reason" (one or two sentences) and then "score", a number from 0 (fails '
+    "the rubric) to 1 (fully meets it).",
+    "pass_fail": 'Give "reason" (one or two sentences) and then "verdict": "pass" if the '
+    'conversation meets the rubric, "fail" if it does not.',
+}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "score": {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string"},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "required": ["reason", "score"],
+        "additionalProperties": False,
+    },
+    "pass_fail": {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string"},
+            "verdict": {"type": "string", "enum": ["pass", "fail"]},
+        },
+        "required": ["reason", "verdict"],
+        "additionalProperties": False,
+    },
+}
+
+#: Longest transcript the judge is shown; the middle of a longer one is cut (and says so),
+#: because the opening request and the final answer are what a rubric is mostly about.
+MAX_TRANSCRIPT_CHARS = 12_000
+#: Longest tool result or argument text shown per call.
+MAX_TOOL_CHARS = 600
+
+
+def prompt_sha(mode: str, rubric: str) -> str:
+    """SHA-256 of what defines a judge's prompt: template, instruction and rubric."""
+    material = "\n".join((TEMPLATE, INSTRUCTIONS[mode], rubric))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def render_transcript(row: Mapping[str, Any]) -> str:
+    """The conversation as the judge reads it: every user and assistant turn, tool calls
+    and their results (clipped), ending with the final answer."""
+    lines: list[str] = []
+    steps = row.get("steps")
+    if isinstance(steps, list) and steps:
+        lines.append(f"USER: {_text(row.get('prompt'))}")
+        for step in steps:
+            if not isinstance(step, Mapping):
+                continue
+            role = step.get("role")
+            if role == "assistant":
+                if step.get("content"):
+                    lines.append(f"ASSISTANT: {_text(step['content'])}")
+                for call in step.get("tool_calls") or ():
+                    args = _clip(_text(call.get("arguments")), MAX_TOOL_CHARS)
+                    lines.append(f"ASSISTANT CALLS {call.get('name')}({args})")
+            elif role == "tool":
+                result = _clip(_text(step.get("content")), MAX_TOOL_CHARS)
+                lines.append(f"TOOL {step.get('name') or ''} RETURNED: {result}")
+            elif role == "user":
+                lines.append(f"USER: {_text(step.get('content'))}")
+        final = _text(row.get("final_text"))
+        last_assistant = next(
+            (s for s in reversed(steps) if isinstance(s, Mapping) and s.get("role") == "assistant"),
+            None,
+        )
+        if final and (last_assistant is None or _text(last_assistant.get("content")) != final):
+            lines.append(f"ASSISTANT (final answer): {final}")
+    else:
+        lines.append(f"USER: {_text(row.get('prompt'))}")
+        lines.append(f"ASSISTANT: {_text(row.get('final_text'))}")
+    transcript = "\n".join(lines)
+    if len(transcript) > MAX_TRANSCRIPT_CHARS:
+        half = MAX_TRANSCRIPT_CHARS // 2
+        cut = len(transcript) - 2 * half
+        transcript = f"{transcript[:half]}\n[... {cut} characters cut ...]\n{transcript[-half:]}"
+    return transcript
+
+
+def _context(row: Mapping[str, Any]) -> str:
+    """What only the grader may see: the reference answer, the goal, what the user knew."""
+    privileged = row.get("privileged")
+    if not isinstance(privileged, Mapping):
+        return ""
+    parts = []
+    labels = (
+        ("reference", "Reference answer"),
+        ("principle", "Principle"),
+        ("goal", "What a good outcome is"),
+        ("hidden_state", "What the user knew (the assistant had to find it out)"),
+    )
+    for key, label in labels:
+        if privileged.get(key) not in (None, "", {}):
+            parts.append(f"{label}: {_text(privileged[key])}")
+    return "\n" + "\n".join(parts) + "\n" if parts else ""
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def parse_reply(text: str, mode: str) -> tuple[float, str]:
+    """``(reward, reason)`` from a judge's reply; ValueError saying what is wrong otherwise."""
+    fenced = _FENCE.search(text)
+    body = fenced.group(1) if fenced else text
+    start = body.find("{")
+    if start < 0:
+        raise ValueError(f"judge reply holds no JSON object: {_clip(text, 200)!r}")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(body[start:])
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"judge reply is not valid JSON ({exc.msg}): {_clip(text, 200)!r}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"judge reply is not a JSON object: {_clip(text, 200)!r}")
+    reason = data.get("reason")
+    reason = reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)"
+    if mode == "pass_fail":
+        verdict = data.get("verdict")
+        if isinstance(verdict, str) and verdict.strip().lower() in ("pass", "fail"):
+            return (1.0 if verdict.strip().lower() == "pass" else 0.0), reason
+        raise ValueError(f"judge verdict must be 'pass' or 'fail', got {verdict!r}")
+    score = data.get("score")
+    if isinstance(score, str):
+        try:
+            score = float(score.strip())
+        except ValueError:
+            raise ValueError(f"judge score must be a number in [0, 1], got {score!r}") from None
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+        raise ValueError(f"judge score must be a number in [0, 1], got {score!r}")
+    return float(score), reason
+
+
+@attrs.define
+class RubricJudge:
+    """An LLM judge: ``await judge(row)`` returns a :class:`whileai.grading.Verdict`.
+
+    ``backend`` is a spec (``"openai:gpt-4o"``, a URL, ``"local:smollm2"``) or a backend;
+    ``None`` takes the judge role's default (``WHILEAI_JUDGE``, else the hosted judge, else the
+    embedded model). ``mode`` is ``"score"`` (a number in [0, 1]) or ``"pass_fail"``.
+    """
+
+    backend: Backend
+    rubric: str | None = None
+    mode: str = "score"
+    temperature: float = 0.0
+    max_tokens: int = 512
+    #: the name the judge reports its model by; the backend's spec unless given
+    model: str = ""
+    name: str = "rubric"
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"rubric judge mode must be one of {MODES}, got {self.mode!r}")
+        if self.rubric is not None and (
+            not isinstance(self.rubric, str) or not self.rubric.strip()
+        ):
+            raise ValueError(f"rubric must be a non-empty string, got {self.rubric!r}")
+        if not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature must lie in [0, 2], got {self.temperature!r}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens!r}")
+        if not self.model:
+            self.model = str(getattr(self.backend, "name", type(self.backend).__name__))
+
+    @property
+    def version(self) -> str:
+        """``<model>@<prompt sha>`` for the judge's own rubric (a row's rubric gives its own
+        version in that row's ``judge_meta``)."""
+        return self._version(self.rubric or DEFAULT_RUBRIC)
+
+    def _version(self, rubric: str) -> str:
+        return f"{self.model}@{prompt_sha(self.mode, rubric)[:12]}"
+
+    def rubric_for(self, row: Mapping[str, Any]) -> tuple[str, str]:
+        """The rubric a row is graded by, and where it came from (option, row or default)."""
+        if self.rubric is not None:
+            return self.rubric, "option"
+        privileged = row.get("privileged")
+        if isinstance(privileged, Mapping):
+            rubric = privileged.get("rubric")
+            if isinstance(rubric, str) and rubric.strip():
+                return rubric, "row"
+            if isinstance(rubric, Sequence) and not isinstance(rubric, str) and rubric:
+                return "\n".join(f"- {_text(item)}" for item in rubric), "row"
+        return DEFAULT_RUBRIC, "default"
+
+    def messages(self, row: Mapping[str, Any]) -> list[dict[str, str]]:
+        rubric, _ = self.rubric_for(row)
+        content = TEMPLATE.format(
+            rubric=rubric,
+            context=_context(row),
+            transcript=render_transcript(row),
+            instruction=INSTRUCTIONS[self.mode],
+        )
+        return [{"role": "user", "content": content}]
+
+    def response_format(self) -> dict[str, Any]:
+        return {
+            "type": "json_schema",
+            "json_schema": {
+                "name": f"verdict_{self.mode}",
+                "strict": True,
+                "schema": SCHEMAS[self.mode],
+            },
+        }
+
+    async def __call__(self, row: Mapping[str, Any]) -> Verdict:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"a judge reads a row mapping, got {type(row).__name__}")
+        rubric, source = self.rubric_for(row)
+        sha = prompt_sha(self.mode, rubric)
+        meta: dict[str, Any] = {
+            "name": self.name,
+            "model": self.model,
+            "prompt_sha": sha,
+            "temperature": self.temperature,
+            "version": self._version(rubric),
+            "mode": self.mode,
+            "rubric_source": source,
+        }
+        try:
+            completion = await self.backend.complete(
+                self.messages(row),
+                sampling=Sampling(temperature=self.temperature, max_tokens=self.max_tokens),
+                response_format=self.response_format(),
+            )
+        except BackendError as exc:
+            return Verdict.error(f"judge backend failed ({exc.kind}): {exc}", **meta)
+        meta["served_model"] = completion.model
+        if completion.truncated:
+            meta["truncated"] = True
+        try:
+            reward, reason = parse_reply(completion.text, self.mode)
+        except ValueError as exc:
+            return Verdict.error(str(exc), **meta)
+        return Verdict(reward, reason, "ok", meta)
+
+
+def make_rubric_judge(
+    argument: str | None = None,
+    *,
+    backend: str | Backend | None = None,
+    registry: Registry | None = None,
+    **options: Any,
+) -> RubricJudge:
+    """``"rubric"`` or ``"rubric:<backend spec>"`` (``"rubric:openai:gpt-4o"``); options
+    ``backend=``, ``rubric=``, ``mode=``, ``temperature=``, ``max_tokens=``, ``model=``,
+    ``registry=`` (where the backend spec is resolved)."""
+    if argument is not None and backend is not None:
+        raise ValueError(
+            f"judge spec 'rubric:{argument}' names a backend and backend= is given too; pass one"
+        )
+    spec = argument if argument is not None else backend
+    return RubricJudge(resolve_backend(spec, role="judge", registry=registry), **options)
