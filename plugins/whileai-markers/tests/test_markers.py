@@ -83,6 +83,11 @@ def test_refusal_patterns_are_configurable(registry: Registry) -> None:
 def test_tool_errors_counts_failed_and_faulted_results(registry: Registry) -> None:
     tool_errors = marker(registry, "tool_errors")
     assert tool_errors(rollout()) == 2  # the timeout and the malformed payload
+    refused = rollout()
+    refused["steps"].append(
+        {"role": "tool", "name": "refund_order", "content": '{"error": "no order Z1"}'}
+    )
+    assert tool_errors(refused) == 3
     assert tool_errors(rollout(steps=[])) == 0
     assert tool_errors({"prompt": "p", "final_text": "x"}) is None
 
@@ -120,3 +125,14 @@ def test_gave_up_reads_the_user_status(registry: Registry) -> None:
     impatient["steps"][-1]["user_status"] = "bored"
     with pytest.raises(ValueError, match="step 6: user_status 'bored' is not one of"):
         gave_up(impatient)
+
+
+def test_gave_up_reads_how_the_rollout_stopped(registry: Registry) -> None:
+    gave_up = marker(registry, "gave_up")
+    assert (
+        gave_up({"prompt": "p", "final_text": "x", "steps": [], "stop_reason": "gave_up"}) is True
+    )
+    assert gave_up({"prompt": "p", "final_text": "x", "stop_reason": "satisfied"}) is False
+    assert gave_up({"prompt": "p", "final_text": "x", "stop_reason": "turn_limit"}) is False
+    assert gave_up({"prompt": "p", "final_text": "x", "stop_reason": "single_message"}) is None
+    assert gave_up({"prompt": "p", "final_text": "", "stop_reason": "error"}) is None

@@ -7,11 +7,15 @@ value on a saved file as in memory.
 
 The step keys they read are the engine's (``whileai.simulations.privacy.step_messages``):
 ``role`` (``"assistant" | "user" | "tool" | "system"``), ``content``, ``truncated`` on agent
-turns, ``error`` / ``fault`` on tool steps, and ``user_status`` on simulated-user steps.
+turns, ``fault`` / ``error`` on tool steps (or an ``"error"`` key in the tool result), and
+``user_status`` on simulated-user steps; of the row, ``final_text``, ``truncated`` and
+``stop_reason`` (how the rollout ended: ``satisfied``, ``gave_up``, ``turn_limit``,
+``single_message``, ``error``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -89,11 +93,26 @@ class Refusal:
         return any(p.search(text) for p in self._compiled)
 
 
+def _result_has_error(content: Any) -> bool:
+    """Whether a tool result (a mapping, or JSON text of one) carries a truthy ``error``."""
+    if isinstance(content, str):
+        stripped = content.lstrip()
+        if not stripped.startswith("{") or '"error"' not in stripped:
+            return False
+        try:
+            content = json.loads(stripped)
+        except ValueError:
+            return False
+    return isinstance(content, Mapping) and bool(content.get("error"))
+
+
 @attrs.frozen
 class ToolErrors:
     """How many tool results came back as an error or carried a fault: tool steps
-    (``role == "tool"``) with a truthy ``error`` or ``fault`` key. ``None`` for a row with no
-    ``steps`` (nothing says whether tools ran)."""
+    (``role == "tool"``) with a truthy ``fault`` or ``error`` key, or whose result holds a
+    truthy ``"error"`` (a refused or invalid call). A silent fault (stale or partial data, a
+    malformed payload) counts through its ``fault`` key. ``None`` for a row with no ``steps``
+    (nothing says whether tools ran)."""
 
     name: str = "tool_errors"
     version: str = "1"
@@ -103,7 +122,10 @@ class ToolErrors:
         if steps is None:
             return None
         return sum(
-            1 for s in steps if s.get("role") == "tool" and (s.get("error") or s.get("fault"))
+            1
+            for s in steps
+            if s.get("role") == "tool"
+            and (s.get("fault") or s.get("error") or _result_has_error(s.get("content")))
         )
 
 
@@ -152,12 +174,14 @@ class Truncated:
 class GaveUp:
     """Whether the simulated user gave up.
 
-    The engine marks every simulated-user step with ``step["user_status"]``, one of
-    ``"continue"`` (the user replies and the conversation goes on), ``"satisfied"`` (the user
-    is done, goal met in their eyes) or ``"gave_up"`` (patience ran out, or the user stopped
-    trying). The marker is True when any user step says ``"gave_up"``, False when user steps
-    carry statuses and none does, and ``None`` when no step carries one (a single-message
-    rollout: there was no simulated user to give up). An unknown status raises ValueError.
+    Simulated-user steps may carry ``step["user_status"]``, one of ``"continue"`` (the user
+    replies and the conversation goes on), ``"satisfied"`` (the user is done, goal met in their
+    eyes) or ``"gave_up"`` (patience ran out, or the user stopped trying); the row's
+    ``stop_reason`` says how the rollout ended. True when a user step says ``"gave_up"`` or the
+    rollout stopped with ``stop_reason == "gave_up"``; False when it ended otherwise with a
+    simulated user in it; ``None`` when there was no simulated user to give up (a
+    single-message rollout, a rollout that failed, a row with neither key). An unknown
+    ``user_status`` raises ValueError.
     """
 
     name: str = "gave_up"
@@ -165,9 +189,14 @@ class GaveUp:
 
     def __call__(self, row: Mapping[str, Any]) -> bool | None:
         statuses = list(_user_statuses(_steps(row) or ()))
-        if not statuses:
+        stop_reason = row.get("stop_reason")
+        if "gave_up" in statuses or stop_reason == "gave_up":
+            return True
+        if statuses:
+            return False
+        if stop_reason in (None, "single_message", "error"):
             return None
-        return "gave_up" in statuses
+        return False
 
 
 def _user_statuses(steps: Iterable[Mapping[str, Any]]) -> Iterable[str]:
