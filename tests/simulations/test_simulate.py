@@ -1,0 +1,328 @@
+"""simulate() end to end with the deterministic doubles: rows, provenance, grading, errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import sim_doubles as d
+import whileai as wai
+from whileai import hookimpl
+from whileai.grading import Verdict
+
+
+def run(*extra_plugins: object, **kwargs: Any) -> Any:
+    params = {**d.BASE, **kwargs}
+    params["advanced"] = {**d.BASE["advanced"], **(kwargs.get("advanced") or {})}
+    return wai.simulate(registry=d.registry(*extra_plugins), **params)
+
+
+def test_rows_carry_the_conversation_the_grade_and_their_provenance() -> None:
+    data = run(unique=3, repeats=4, seed=1)
+    assert len(data.rows) == 12 and data.rows() is data.rows
+    row = data.rows[0]
+    assert row["schema_version"] == "1"
+    assert row["scenario_id"] == row["task_id"]
+    assert row["prompt"].startswith(("Where", "Can", "What"))
+    assert row["steps"][0]["role"] == "assistant"
+    call = row["steps"][0]["tool_calls"][0]
+    assert call["name"] == "lookup_order" and set(call) == {"id", "name", "arguments"}
+    assert row["steps"][1]["role"] == "tool" and row["steps"][1]["tool_call_id"] == call["id"]
+    agent_steps = [s for s in row["steps"] if s["role"] == "assistant"]
+    assert row["usage"]["input_tokens"] == sum(s["input_tokens"] for s in agent_steps)
+    assert row["usage"]["output_tokens"] == sum(s["output_tokens"] for s in agent_steps)
+    assert row["messages"][0]["role"] == "system"
+    assert row["messages"][1] == {"role": "user", "content": row["prompt"]}
+    sha = row["lineage"]["system_prompt_sha"]
+    assert row["policy_version"] == f"fake-agent-1@{sha}"
+    assert row["model_version"] == "fake-agent-1"
+    assert row["sampling"] == {"temperature": 0.7, "max_tokens": 256, "model": "fake-agent-1"}
+    assert row["writer_model"] == "template"
+    assert row["lineage"]["system_prompt_head"] == data.system_prompts[sha][:120]
+    assert row["lineage"]["system_prompt_chars"] == len(data.system_prompts[sha])
+    assert row["lineage"]["run_id"] == data.metadata["run_id"] == row["run_id"]
+    assert row["lineage"]["replayed"] is False
+    assert isinstance(row["seed"], int)
+    assert set(row["scenario_dimensions"]) == {"status", "difficulty"}
+    assert row["judge_name"] == "world:tinyshop" and row["label_source"] == "world"
+    assert row["reward"] in (0.0, 1.0)
+    assert row["markers"]["n_steps"] == len(row["steps"])
+    # privileged stays in memory for the judge and never reaches a row
+    assert "hidden_state" in data.trajectories[0]["privileged"]
+    assert all("privileged" not in r for r in data.rows)
+    # the seed's rule: rows with the user's answer carry who played the user
+    assert any(r.get("user_model") == "fake:user" for r in data.rows)
+
+
+def test_pass_at_groups_by_task_and_reports_the_k_way_numbers() -> None:
+    data = run(unique=4, repeats=4)
+    report = data.pass_at
+    assert report.k == 4
+    assert set(report.per_task) == {r["scenario_id"] for r in data.rows}
+    assert report.pass_at_1 == pytest.approx(sum(r["reward"] for r in data.rows) / len(data.rows))
+
+
+def test_report_carries_every_knob_as_resolved() -> None:
+    data = run(
+        unique=2, repeats=4, fault_rate=0.5, seed=3, hard_share=0.5, advanced={"max_concurrency": 3}
+    )
+    report = data.report()
+    assert report["fault_rate"] == 0.5
+    assert report["world"]["default_fault_rate"] == 0.2
+    assert "fault_rate=0.5 given" in report["world_note"]
+    assert report["knobs"]["max_concurrency"] == 3
+    assert report["advanced"] == {"world": "tinyshop", "max_concurrency": 3}
+    for key in (
+        "mode",
+        "budget",
+        "seed",
+        "repeats",
+        "hard_share",
+        "strategy",
+        "dimensions",
+        "arm_weights",
+        "n_tasks",
+        "n_traces",
+        "n_seeds",
+        "grader",
+        "simulator",
+        "agent_model",
+        "user_model",
+        "sampling",
+        "max_turns",
+        "max_tool_calls",
+    ):
+        assert key in report
+    assert report["n_traces"] == 8 and report["n_tasks"] == 2
+    assert sum(report["faults"].values()) == sum(len(r["faults"]) for r in data.rows)
+    assert "fault rate" in str(report) and "pass@1" in str(report)
+
+
+def test_the_world_default_fault_rate_applies_when_no_rate_is_given() -> None:
+    report = run(unique=1, repeats=1).report()
+    assert report["fault_rate"] == 0.2
+    assert "default_fault_rate 0.2" in report["world_note"]
+
+
+def test_aliases_stand_for_their_parameters_and_disagreement_is_an_error() -> None:
+    data = run(unique=2, phrasings=2, repeats=1, policy="Be brief.", risk=0.0)
+    assert len(data.rows) == 4
+    assert {r["lineage"]["phrasing"] for r in data.rows} == {0, 1}
+    assert data.system_prompts[data.rows[0]["lineage"]["system_prompt_sha"]] == "Be brief."
+    assert all(r["faults"] == [] for r in data.rows)
+    with pytest.raises(ValueError, match=r"rollouts_per_request=2 and repeats=3 disagree"):
+        run(rollouts_per_request=2, repeats=3)
+    with pytest.raises(ValueError, match="n= is an alias of requests_per_situation"):
+        run(phrasings=2, n=3)
+    assert len(run(unique=1, repeats=2, rollouts_per_request=2).rows) == 2
+
+
+def test_advanced_values_out_of_bounds_name_the_floor_ceiling_and_default() -> None:
+    with pytest.raises(ValueError, match=r"max_concurrency.*below its floor 1 \(default 16\)"):
+        run(advanced={"max_concurrency": 0})
+    with pytest.raises(
+        ValueError, match=r"agent_temperature.*above its ceiling 2.0 \(default 0.7\)"
+    ):
+        run(advanced={"agent_temperature": 3.5})
+    with pytest.raises(ValueError, match="did you mean 'max_concurrency'"):
+        run(advanced={"max_concurency": 4})
+
+
+def test_bad_public_values_are_errors_naming_the_parameter() -> None:
+    with pytest.raises(ValueError, match="fault_rate must be a number in"):
+        run(fault_rate=1.5)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        run(mode="train")
+    with pytest.raises(ValueError, match="budget=5 is below the planned 8 rollouts"):
+        run(unique=2, repeats=4, budget=5)
+
+
+def test_budget_alone_sizes_the_run() -> None:
+    data = run(budget=8, repeats=4)
+    assert len(data.rows) == 8 and data.report()["unique_situations"] == 2
+
+
+def test_a_callable_agent_and_its_declared_sampling() -> None:
+    seen: list[int] = []
+
+    def agent(messages: list[dict[str, Any]]) -> str:
+        seen.append(len(messages))
+        return "Your order is shipped."
+
+    data = run(agent_model=agent, unique=2, repeats=2, max_turns=1)
+    assert len(seen) == 4
+    assert all(r["sampling"] is None for r in data.rows)
+    assert data.rows[0]["model_version"].startswith("callable:")
+    assert "user_model" not in data.rows[0]  # a single message: nobody played the user
+
+    async def async_agent(messages: list[dict[str, Any]], tools: Any) -> str:
+        return "Your order is delivered." if tools else "no tools"
+
+    data = run(
+        agent_model=async_agent, unique=1, repeats=2, max_turns=1, sampling={"temperature": 0.0}
+    )
+    assert data.rows[0]["final_text"] == "Your order is delivered."
+    assert data.rows[0]["sampling"] == {"temperature": 0.0}
+
+
+def test_a_failing_backend_or_tool_becomes_a_row_with_its_error() -> None:
+    data = run(agent_model="fake:flaky-agent", unique=5, repeats=4)
+    failed = [r for r in data.rows if r.get("error")]
+    assert failed and len(failed) < len(data.rows)
+    assert all("503" in r["error"] and r["reward"] is None for r in failed)
+    assert all(r["judge_status"] == "skipped" for r in failed)
+    assert data.report()["n_errors"] == len(failed)
+
+    def caller(messages: list[dict[str, Any]], tools: Any) -> Any:
+        from whileai.backends import Completion, ToolCall
+
+        if any(m["role"] == "tool" for m in messages):
+            return "done"
+        return Completion(
+            text="", model="caller", sampling={}, tool_calls=(ToolCall(id="x", name="explode"),)
+        )
+
+    data = run(agent_model=caller, unique=1, repeats=2, advanced={"world": "boomshop"})
+    assert all("on fire" in r["error"] for r in data.rows)
+
+
+def test_logprobs_and_truncation_are_recorded_per_turn_and_summed() -> None:
+    data = run(unique=2, repeats=2, logprobs=True, sampling={"max_tokens": 3})
+    row = data.rows[0]
+    agent_steps = [s for s in row["steps"] if s["role"] == "assistant"]
+    assert all("logprob" in s and "n_tokens" in s and "truncated" in s for s in agent_steps)
+    assert row["n_tokens"] == sum(s["n_tokens"] for s in agent_steps)
+    assert row["logprob"] == pytest.approx(sum(s["logprob"] for s in agent_steps))
+    assert any(r.get("truncated") for r in data.rows)
+
+
+def test_a_judge_callable_grades_instead_of_the_world() -> None:
+    def strict(row: dict[str, Any]) -> Verdict:
+        assert "reference" in row["privileged"]  # the judge sees the answer key
+        return Verdict(1.0 if row["privileged"]["reference"] in row["final_text"] else 0.0, "ref")
+
+    data = run(unique=2, repeats=2, judge=strict)
+    assert {r["judge_name"].rsplit(".", 1)[-1] for r in data.rows} == {"strict"}
+    assert data.report()["grader"].endswith("strict")
+    regraded = data.grade(judge=lambda prompt, completion: 1.0)
+    assert all(r["reward"] == 1.0 for r in regraded.rows)
+    assert "privileged" in regraded.trajectories[0]
+
+
+class RubricPlugin:
+    @hookimpl
+    def whileai_register_judges(self, register: Any) -> None:
+        async def rubric(row: dict[str, Any]) -> Verdict:
+            return Verdict(0.5, "half")
+
+        rubric.name = "rubric"  # type: ignore[attr-defined]
+        rubric.version = "t1"  # type: ignore[attr-defined]
+        register("rubric", lambda: rubric)
+
+
+def test_llm_grade_adds_the_rubric_score_beside_the_reward() -> None:
+    data = run(RubricPlugin(), unique=1, repeats=2, llm_grade=True)
+    assert all(r["llm_reward"] == 0.5 for r in data.rows)
+    assert all(r["judge_name"] == "world:tinyshop" for r in data.rows)
+
+
+def test_a_strategy_names_the_arm_and_why_each_situation_was_chosen() -> None:
+    data = run(unique=4, repeats=1, strategy="alternate")
+    assert [r["arm"] for r in data.rows] == ["a", "b", "a", "b"]
+    assert data.rows[1]["selection_reason"] == "arm b turn 1"
+    assert data.report()["strategy"] == "alternate"
+
+
+def test_hard_share_sets_the_difficulty_of_that_share_of_situations() -> None:
+    data = run(unique=8, repeats=1, hard_share=0.5)
+    hard = [r for r in data.rows if r["scenario_dimensions"]["difficulty"] == "hard"]
+    assert len(hard) == 4
+
+
+def test_rl_mode_adds_repeats_where_groups_split() -> None:
+    data = run(unique=6, repeats=4, mode="rl", advanced={"adaptive_extra_repeats": 2})
+    sizes: dict[str, int] = {}
+    for r in data.rows:
+        sizes[r["scenario_id"]] = sizes.get(r["scenario_id"], 0) + 1
+    assert set(sizes.values()) <= {4, 6} and 6 in sizes.values()
+    assert data.report()["repeat_policy"] == "rl"
+
+
+def test_the_same_model_as_agent_and_user_is_degraded_and_says_the_fix() -> None:
+    data = run(user_model="fake:agent", unique=1, repeats=1, max_turns=1)
+    assert data.degraded == []
+    data = run(user_model="fake:agent", agent_model="fake:agent", unique=1, repeats=1)
+    assert data.degraded == ["same_model"]
+    (warning,) = [w for w in data.warnings if "also played the user" in w]
+    assert "user_model=" in warning and "simulator=" in warning
+
+
+def test_observers_see_the_run_and_a_failing_one_is_a_warning() -> None:
+    observer = d.Observer()
+    data = run(observer, d.BrokenObserver(), unique=2, repeats=2)
+    kinds = [e[0] for e in observer.events]
+    assert kinds[0] == "started" and kinds[-1] == "finished" and kinds.count("rollout") == 4
+    assert any("dashboard is down" in w for w in data.warnings)
+
+
+def test_runs_replay_the_same_situations_with_lineage() -> None:
+    first, second = run(unique=2, repeats=2, runs=2)
+    assert [r["prompt"] for r in first.rows] == [r["prompt"] for r in second.rows]
+    assert all(r["lineage"]["replayed"] for r in second.rows)
+    assert {r["lineage"]["replayed_from_run"] for r in second.rows} == {first.metadata["run_id"]}
+    assert {r["writer_model"] for r in second.rows} == {"template"}
+
+
+def test_tasks_replay_rows_keeping_their_writer() -> None:
+    original = run(unique=2, repeats=1)
+    replay = run(tasks=original.trajectories, repeats=2)
+    assert len(replay.rows) == 4
+    assert {r["scenario_id"] for r in replay.rows} == {r["scenario_id"] for r in original.rows}
+    assert all(r["lineage"]["replayed"] for r in replay.rows)
+    assert {r["writer_model"] for r in replay.rows} == {"template"}
+    prompts = run(tasks=["Where is my order A1234?"], repeats=1)
+    assert prompts.rows[0]["writer_model"] == "seed"
+
+
+def test_a_model_writer_rephrases_situations_and_is_named_on_rows() -> None:
+    data = run(simulator="fake:user", unique=2, repeats=1)
+    assert {r["writer_model"] for r in data.rows} == {"fake:user"}
+    data = run(simulator="fake:agent", unique=1, repeats=1, max_turns=1)
+    assert "same_model" in data.degraded
+
+
+def test_output_streams_rows_and_writes_the_sidecar(tmp_path: Any) -> None:
+    out = tmp_path / "run.jsonl"
+    data = run(unique=2, repeats=2, output=str(out))
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["lineage"]["rollout_key"] for r in lines) == sorted(
+        r["lineage"]["rollout_key"] for r in data.rows
+    )
+    assert all("privileged" not in r for r in lines)
+    side = json.loads((tmp_path / "run.meta.json").read_text())
+    assert side["complete"] is True
+    assert side["metadata"]["writer_model"] == "template"
+    assert side["metadata"]["user_model"] == "fake:user"
+    assert side["report"]["knobs"]["max_concurrency"] == 16
+    with pytest.raises(FileExistsError, match="resume=True"):
+        run(unique=2, repeats=2, output=str(out))
+    saved = data.save(tmp_path / "copy.jsonl")
+    assert [json.loads(x) for x in saved.read_text().splitlines()] == list(data.rows)
+    assert (tmp_path / "copy.meta.json").exists()
+
+
+def test_resume_finishes_a_cut_run_without_duplicates(tmp_path: Any) -> None:
+    out = tmp_path / "run.jsonl"
+    full = run(unique=3, repeats=2, output=str(out))
+    lines = out.read_text().splitlines(keepends=True)
+    # keep three whole rows and half of the fourth, as a killed writer would leave them
+    out.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+    resumed = run(unique=3, repeats=2, output=str(out), resume=True)
+    keys = [json.loads(x)["lineage"]["rollout_key"] for x in out.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 6
+    assert sorted(keys) == sorted(r["lineage"]["rollout_key"] for r in full.rows)
+    assert resumed.metadata["run_id"] == full.metadata["run_id"]
+    assert len(resumed.rows) == 6
+    with pytest.raises(ValueError, match="started with other settings: rollouts_per_request"):
+        run(unique=3, repeats=3, output=str(out), resume=True)
