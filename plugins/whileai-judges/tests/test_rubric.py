@@ -222,3 +222,21 @@ def test_bad_options_are_named(registry: Registry) -> None:
         judge(registry, backend="scripted:other")
     backend_given = judge(registry, "rubric", backend="scripted:other")
     assert backend_given.model == "scripted:other"
+
+
+@pytest.mark.slow
+def test_the_embedded_model_judges_a_row_end_to_end() -> None:
+    """The real path: the registry's ``local:smollm2`` answers under the JSON schema at
+    temperature 0. A 135M model's opinion is weak, so what is checked is that its
+    schema-constrained reply parses into a verdict carrying full provenance."""
+    registry = Registry.load()
+    if ("backend", "local") not in registry:
+        pytest.skip("whileai-local is not installed")
+    j = judge(registry, "rubric:local:smollm2", max_tokens=128)
+    verdict = grade(j, ROW)
+    assert verdict.status == "ok", verdict.reason
+    assert verdict.reward is not None and 0 <= verdict.reward <= 1
+    assert verdict.reason
+    assert verdict.meta["model"] == "local:smollm2"
+    assert verdict.meta["version"] == f"local:smollm2@{verdict.meta['prompt_sha'][:12]}"
+    assert verdict.meta["served_model"]
