@@ -45,6 +45,7 @@ from whileai_verifiers.codeexec_sandbox import (
     DEFAULT_UID_BASE,
     DEFAULT_UID_COUNT,
     SandboxResult,
+    SandboxServer,
     claimed_uid,
     run_sandboxed,
 )
@@ -99,6 +100,7 @@ class CodeExec:
         self.uid_base = uid_base
         self.uid_count = uid_count
         self.python = python
+        self._server = SandboxServer(python)
         self.meta = {"limits": self.limits.as_meta(), "workers": workers}
 
     def program(self, completion: Any, reference: Any) -> Program:
@@ -140,15 +142,22 @@ class CodeExec:
         with ThreadPoolExecutor(max_workers=min(self.workers, len(programs))) as pool:
             return list(pool.map(self._run, programs))
 
+    def close(self) -> None:
+        """Stop the sandbox server now (it also stops when this verifier is collected)."""
+        self._server.close()
+
+    def __enter__(self) -> CodeExec:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _run(self, program: Program) -> Verdict:
         if os.geteuid() != 0:
-            return _verdict(
-                run_sandboxed(program, self.limits, uid=None, python=self.python),
-                self.limits,
-                program,
-            )
+            result = run_sandboxed(program, self.limits, uid=None, server=self._server)
+            return _verdict(result, self.limits, program)
         with claimed_uid(self.uid_base, self.uid_count) as uid:
-            result = run_sandboxed(program, self.limits, uid=uid, python=self.python)
+            result = run_sandboxed(program, self.limits, uid=uid, server=self._server)
         return _verdict(result, self.limits, program)
 
 

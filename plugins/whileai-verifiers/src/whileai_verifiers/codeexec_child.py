@@ -1,8 +1,10 @@
-"""The sandbox's own side: run as a script (``python -I codeexec_child.py``) by the CodeExec runner.
+"""The sandbox's own side: run as a script (``python -I codeexec_child.py FD``) by CodeExec.
 
-Standard library only, because it starts before anything is imported and may run as another
-user. It reads one job (JSON) from stdin while still privileged, then:
+Standard library only, because it starts before anything is imported and its forks run as
+another user. Each run reads one job (JSON) from a pipe while still privileged, then:
 
+0. it is started once per verifier as a small server that forks one process per run
+   (``serve``), so each run starts from a warm interpreter;
 1. as root, moves into new network, mount and PID namespaces where the kernel allows it: the
    network namespace has only a down loopback, so no connection leaves the machine; in the mount
    namespace /tmp, /var/tmp, /dev/shm and every directory the sandbox user could not read anyway
@@ -27,6 +29,8 @@ import linecache
 import os
 import resource
 import signal
+import socket
+import struct
 import sys
 import traceback
 import types
@@ -121,6 +125,7 @@ def isolate(job: dict[str, Any], notes: dict[str, str]) -> bool:
         notes["filesystem"] = f"shared with the host: unshare(CLONE_NEWNS) failed ({why})"
         return False
     notes["network"] = "isolated" if want_network else "not isolated: network='allow'"
+    notes["namespaces"] = "created: mount, pid" + (", network" if want_network else "")
     try:
         _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
         keep = [*_interpreter_paths(), job["workdir"]]
@@ -265,12 +270,17 @@ def _read_available(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def main() -> None:
-    job = json.loads(sys.stdin.buffer.read())
-    result_fd = int(job["result_fd"])
+def run_job(job_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int) -> None:
+    """One sandbox run, in a process forked from the server for it (see the module doc)."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
+    os.close(stdout_fd)
+    os.close(stderr_fd)
+    with os.fdopen(job_fd, "rb") as handle:
+        job = json.loads(handle.read())
     notes: dict[str, str] = {}
     if os.geteuid() == 0:
         isolate(job, notes)
@@ -308,5 +318,53 @@ def main() -> None:
     os.close(result_fd)
 
 
+def serve(control_fd: int) -> None:
+    """Fork one run per request until the control socket closes.
+
+    A request is the word ``run`` with four file descriptors (job pipe, stdout, stderr, result
+    pipe); the reply is the run's pid, with a pidfd for it when it is still alive. Forking this
+    warm interpreter costs a few milliseconds where starting a new one costs tens. The server is
+    single-threaded (so forking it is safe) and lets the kernel reap its children.
+    """
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    control = socket.socket(fileno=control_fd)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 64, 4)
+        except OSError:
+            return
+        if not message:
+            return
+        if message != b"run" or len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            control.send(struct.pack("q", -1))
+            continue
+        pid = os.fork()
+        if pid == 0:
+            status = 0
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                control.close()
+                os.setsid()
+                run_job(*fds)
+            except BaseException:
+                traceback.print_exc()
+                status = 70
+            finally:
+                os._exit(status)
+        for fd in fds:
+            os.close(fd)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            control.send(struct.pack("q", pid))
+        else:
+            socket.send_fds(control, [struct.pack("q", pid)], [pidfd])
+            os.close(pidfd)
+
+
 if __name__ == "__main__":
-    main()
+    serve(int(sys.argv[1]))

@@ -20,10 +20,14 @@ import secrets
 import selectors
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,18 +205,97 @@ def _reports(record: dict[str, Any], nonce: str) -> tuple[dict[str, str], dict[s
     return notes, outcome
 
 
+class SandboxServer:
+    """The warm process runs are forked from (``codeexec_child.serve``), started on first use.
+
+    Thread-safe: a lock serialises the short request/reply; the runs themselves proceed in
+    parallel. It stops when :meth:`close` is called or this object is collected (its control
+    socket closes and it exits); a server that died is started again on the next request.
+    """
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._finalizer: Any = None
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-I", "-B", CHILD_SCRIPT, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                cwd="/",
+                env=ENV,
+            )
+        finally:
+            theirs.close()
+        self._proc, self._control = proc, ours
+        self._finalizer = weakref.finalize(self, _stop_server, proc, ours)
+        return ours
+
+    def spawn(self, fds: list[int]) -> tuple[int, int | None]:
+        """Fork a run holding ``fds`` (job, stdout, stderr, result); its pid and a pidfd."""
+        with self._lock:
+            for attempt in range(2):
+                control = self._control
+                if control is None or self._proc is None or self._proc.poll() is not None:
+                    self._discard()
+                    control = self._start()
+                try:
+                    socket.send_fds(control, [b"run"], fds)
+                    reply, pidfds, _, _ = socket.recv_fds(control, 64, 1)
+                except OSError:
+                    if attempt:
+                        raise
+                    self._discard()
+                    continue
+                if len(reply) != 8:
+                    self._discard()
+                    if attempt:
+                        raise OSError("the sandbox server stopped answering")
+                    continue
+                (pid,) = struct.unpack("q", reply)
+                if pid < 0:
+                    raise OSError("the sandbox server refused the request")
+                return pid, (pidfds[0] if pidfds else None)
+        raise OSError("the sandbox server could not be started")
+
+    def _discard(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._proc = self._control = self._finalizer = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+
+def _stop_server(proc: subprocess.Popen[bytes], control: socket.socket) -> None:
+    control.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def run_sandboxed(
     program: Program,
     limits: Limits,
     *,
     uid: int | None,
-    python: str = sys.executable,
+    server: SandboxServer,
 ) -> SandboxResult:
     """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root)."""
     start = time.monotonic()
     workdir = _prepare_workdir(uid)
     nonce = secrets.token_hex(16)
-    result_read, result_write = os.pipe()
     job = {
         "program": program.source,
         "tests": program.tests,
@@ -220,7 +303,6 @@ def run_sandboxed(
         "workdir": workdir,
         "uid": uid,
         "nonce": nonce,
-        "result_fd": result_write,
         "network": limits.network,
         "nproc_offset": 0 if uid is not None else _nproc_offset(),
         "limits": {
@@ -230,84 +312,76 @@ def run_sandboxed(
             "max_processes": limits.max_processes,
         },
     }
-    stdout, stderr, result = (
-        _Tail(limits.output_tail),
-        _Tail(limits.output_tail),
-        _Tail(RESULT_LIMIT),
-    )
+    stdout = _Tail(limits.output_tail)
+    stderr = _Tail(limits.output_tail)
+    result = _Tail(RESULT_LIMIT)
     timed_out = False
     leftovers = 0
     error = None
-    proc: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
+    pidfd: int | None = None
+    ours: list[int] = []
     try:
+        job_read, job_write = os.pipe()
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        result_read, result_write = os.pipe()
+        ours = [job_write, out_read, err_read, result_read]
+        theirs = [job_read, out_write, err_write, result_write]
         try:
-            proc = subprocess.Popen(
-                [python, "-I", "-B", CHILD_SCRIPT],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(result_write,),
-                start_new_session=True,
-                cwd=workdir,
-                env={**ENV, "HOME": workdir, "TMPDIR": workdir},
-            )
+            pid, pidfd = server.spawn(theirs)
         finally:
-            os.close(result_write)
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(json.dumps(job).encode())
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.close()
-        pidfd = os.pidfd_open(proc.pid)
+            for fd in theirs:
+                os.close(fd)
+        with contextlib.suppress(BrokenPipeError), os.fdopen(job_write, "wb") as handle:
+            ours.remove(job_write)
+            handle.write(json.dumps(job).encode())
         deadline = start + limits.timeout
-        streams = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr, result_read: result}
+        streams = {out_read: stdout, err_read: stderr, result_read: result}
         with selectors.DefaultSelector() as selector:
             for fd in streams:
                 os.set_blocking(fd, False)
                 selector.register(fd, selectors.EVENT_READ)
-            selector.register(pidfd, selectors.EVENT_READ)
-            exited = False
-            while not exited:
+            if pidfd is not None:
+                selector.register(pidfd, selectors.EVENT_READ)
+            # The run is over when its outer process exits; without a pidfd (it had already
+            # exited when the server asked) the result pipe's end says the same.
+            while pidfd is not None or result_read in selector.get_map():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     timed_out = True
                     break
-                for key, _ in selector.select(remaining):
+                events = selector.select(remaining)
+                if any(key.fd == pidfd for key, _ in events):
+                    break
+                for key, _ in events:
                     fd = int(key.fd)
-                    if fd == pidfd:
-                        exited = True
-                        continue
                     chunk = _read_chunk(fd)
                     if chunk:
                         streams[fd].add(chunk)
                     elif chunk == b"":
                         selector.unregister(fd)
-        os.close(pidfd)
-        # The outer process is spared for a moment: it reaps the program's process and reports
-        # its exit status and CPU time once that is killed.
-        leftovers = kill_leftovers(uid=uid, session=proc.pid, spare=proc.pid)
-        try:
-            proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        # Everything that could write is dead now: take what is left in the pipes.
-        for fd, tail in streams.items():
-            while chunk := _read_chunk(fd):
-                tail.add(chunk)
+        if not timed_out:
+            _drain(streams)
+        if timed_out or not _contained(_parse_record(bytes(result.data), nonce)):
+            # The outer process is spared for a moment: it reaps the program's process and
+            # reports its exit status and CPU time once that is killed.
+            leftovers = kill_leftovers(uid=uid, session=pid, spare=pid)
+            if pidfd is not None and not _wait_pidfd(pidfd, 1.0):
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                _wait_pidfd(pidfd, 5.0)
+            # Everything that could write is dead now: take what is left in the pipes.
+            _drain(streams)
     except OSError as exc:
         error = f"could not run the sandbox: {exc}"
+        if pid is not None:
+            kill_leftovers(uid=uid, session=pid, spare=-1)
     finally:
-        if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-        os.close(result_read)
+        if pidfd is not None:
+            os.close(pidfd)
+        for fd in ours:
+            os.close(fd)
         _remove(workdir)
     record = _parse_record(bytes(result.data), nonce)
     notes: dict[str, str] = {}
@@ -317,7 +391,7 @@ def run_sandboxed(
     return SandboxResult(
         timed_out=timed_out,
         duration=time.monotonic() - start,
-        exit_code=None if proc is None else proc.returncode,
+        exit_code=None if record is None else record.get("exit_code"),
         record=record,
         outcome=outcome,
         notes=notes,
@@ -326,6 +400,28 @@ def run_sandboxed(
         leftovers_killed=leftovers,
         error=error,
     )
+
+
+def _drain(streams: dict[int, _Tail]) -> None:
+    for fd, tail in streams.items():
+        while chunk := _read_chunk(fd):
+            tail.add(chunk)
+
+
+def _contained(record: dict[str, Any] | None) -> bool:
+    """Whether the run ended inside its own PID namespace, so that the kernel has already
+    killed everything it started (a namespace's processes die with its first process)."""
+    if record is None or record.get("exit_code") is None:
+        return False
+    notes = record.get("notes") or {}
+    return isinstance(notes, dict) and str(notes.get("namespaces", "")).startswith("created")
+
+
+def _wait_pidfd(pidfd: int, seconds: float) -> bool:
+    """Whether the process behind ``pidfd`` has exited within ``seconds``."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(pidfd, selectors.EVENT_READ)
+        return bool(selector.select(seconds))
 
 
 def _read_chunk(fd: int) -> bytes | None:
