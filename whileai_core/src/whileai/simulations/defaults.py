@@ -70,7 +70,7 @@ def _knob(default: Any, floor: float | None = None, ceiling: float | None = None
     return attrs.field(
         default=default,
         validator=bounded(floor, ceiling),
-        metadata={"floor": floor, "ceiling": ceiling},
+        metadata={"floor": floor, "ceiling": ceiling, "bounds": f"[{floor}, {ceiling}]"},
     )
 
 
@@ -94,7 +94,9 @@ def _fault_kinds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> 
 
 
 def _text(default: str | None) -> Any:
-    return attrs.field(default=default, validator=_nonempty_text, metadata={"text": True})
+    return attrs.field(
+        default=default, validator=_nonempty_text, metadata={"bounds": "non-empty text"}
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -108,7 +110,10 @@ class RunKnobs:
     # Which fault kinds the world's fault plan may inject. All of them: an agent is measured on
     # every way a real tool fails; convention, untested.
     fault_kinds: tuple[str, ...] = attrs.field(
-        default=FAULT_KINDS, converter=tuple, validator=_fault_kinds
+        default=FAULT_KINDS,
+        converter=tuple,
+        validator=_fault_kinds,
+        metadata={"bounds": "one or more fault kinds"},
     )
 
     # -- experiment knobs: who plays the user and how patient they are -----------------
@@ -120,8 +125,8 @@ class RunKnobs:
     user_patience: int | None = _knob(None, 0, 50)
 
     # -- experiment knobs: how each of the three models samples -------------------------
-    # Agent temperature 0.7: the common sampling temperature for on-policy rollouts
-    # (https://rlhfbook.com/c/11-policy-gradients); a group of repeats needs spread.
+    # Agent temperature 0.7: repeats of one request need spread for pass^k and a grouped
+    # update to mean anything, and 0.7 keeps replies on topic; convention, untested.
     agent_temperature: float = _knob(0.7, 0.0, 2.0)
     # Agent reply cap in tokens; a support answer fits, a runaway is cut and marked truncated.
     # Convention, untested.
@@ -138,13 +143,16 @@ class RunKnobs:
     writer_max_tokens: int = _knob(160, 1, 4096)
 
     # -- experiment knobs: how hard the situations are, what the search steers by -------
-    # The dimension hard_share acts on, and its hard value; a world without that dimension
-    # gets the value as an extra spec key its templates may read. Convention, untested.
+    # The dimension hard_share acts on; a world without that dimension gets it as an extra
+    # spec key its templates may read. The built-in shop world's name for it; convention.
     difficulty_dimension: str = _text("difficulty")
+    # The value of that dimension a hard situation takes: the shop world's; convention.
     hard_value: str = _text("hard")
     # Keyword options handed to the strategy factory (what a search steers by: its own
-    # weights, novelty thresholds). Empty: the strategy's own defaults.
-    strategy_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    # weights, novelty thresholds). Empty: the strategy's own defaults; convention.
+    strategy_options: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=dict, metadata={"bounds": "keyword options"}
+    )
 
     # -- engine internals ---------------------------------------------------------------
     # Rollouts in flight at once. 16 keeps two cores busy with the embedded model off the
@@ -156,7 +164,8 @@ class RunKnobs:
     # Extra repeats per split group under repeat_policy="rl": groups whose repeats
     # disagree carry the gradient (DAPO dynamic sampling, arXiv:2503.14476), so they get more.
     adaptive_extra_repeats: int = _knob(4, 0, 256)
-    # Characters of the system prompt kept as lineage.system_prompt_head: the seed page's 120.
+    # Characters of the system prompt kept as lineage.system_prompt_head: 120, as the
+    # parameter reference documents it (enough to tell prompts apart at a glance).
     system_prompt_head_chars: int = _knob(120, 0, 10000)
     # Characters of situation summary shown to the simulated user from the hidden state;
     # enough for ids and amounts. Convention, untested.
@@ -175,8 +184,9 @@ class RunKnobs:
         return out
 
     @classmethod
-    def fields(cls) -> tuple[attrs.Attribute[Any], ...]:
-        return tuple(attrs.fields(cls))
+    def defaults(cls) -> dict[str, Any]:
+        """Each field's default."""
+        return cls().as_dict()
 
     @classmethod
     def from_advanced(cls, advanced: Mapping[str, Any] | None) -> RunKnobs:
