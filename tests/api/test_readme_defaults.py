@@ -12,7 +12,6 @@ from typing import Any
 
 import attrs
 import pytest
-
 from whileai.simulations.defaults import EXPERIMENT_KNOBS, RunKnobs
 from whileai.simulations.engine import simulate
 from whileai.simulations.params import ALIASES, PARAMETERS

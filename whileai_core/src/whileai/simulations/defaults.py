@@ -173,7 +173,8 @@ class RunKnobs:
     # Progress display refreshes per second on a terminal; convention, untested.
     progress_refresh_per_second: float = _knob(4.0, 0.1, 60.0)
     # fsync the output file after each row (1) or only flush it (0). A flush survives a killed
-    # process (the kill-and-resume test); an fsync also survives power loss, at a cost per row.
+    # process (measured: the kill-and-resume test); an fsync also survives power loss, at a
+    # cost per row.
     fsync_rows: int = _knob(0, 0, 1)
 
     def as_dict(self) -> dict[str, Any]:
