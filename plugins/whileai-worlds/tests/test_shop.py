@@ -168,7 +168,7 @@ def test_check_fails_a_refund_of_the_customers_other_order(world: World) -> None
 def past_window_situation(world: World) -> Situation:
     for seed in range(100):
         sit = situation(world, seed, intent="refund", difficulty="hard")
-        if sit.hidden_state["complication"] == "past_window":
+        if sit.goal["complication"] == "past_window":
             return sit
     raise AssertionError("no past-window situation in 100 seeds")
 
@@ -224,7 +224,7 @@ def test_check_address_change(world: World) -> None:
 def test_shipped_orders_keep_their_address(world: World) -> None:
     for seed in range(100):
         sit = situation(world, seed, intent="address_change", difficulty="hard")
-        if sit.hidden_state["complication"] == "already_shipped":
+        if sit.goal["complication"] == "already_shipped":
             break
     ep = episode(world, sit)
     order_id = sit.hidden_state["order_id"]
@@ -374,3 +374,16 @@ def test_the_engine_may_pass_its_step_index(world: World) -> None:
     ep = world.new_episode(sit, random.Random(0), only("timeout"))
     ep.call("get_order", {"order_id": sit.hidden_state["order_id"]}, step=5)  # type: ignore[call-arg]
     assert ep.faults() == [{"step": 5, "tool": "get_order", "kind": "timeout"}]
+
+
+def test_a_hard_track_situation_has_a_second_order_in_transit(world: World) -> None:
+    for seed in range(100):
+        sit = situation(world, seed, intent="track", difficulty="hard")
+        if sit.goal["complication"] == "two_in_transit":
+            break
+    assert "complication" not in sit.hidden_state  # the grader's label, not the user's
+    ep = episode(world, sit)
+    listed = ep.call("list_orders", {"email": sit.hidden_state["email"]}).content["orders"]
+    in_transit = [o for o in listed if o["status"] == "shipped"]
+    assert len(in_transit) == 2
+    assert sit.hidden_state["order_id"] in {o["order_id"] for o in in_transit}

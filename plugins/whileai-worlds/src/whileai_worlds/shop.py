@@ -203,7 +203,7 @@ def build_orders(situation: Situation) -> dict[str, dict[str, Any]]:
 
     for _ in range(rng.randint(1, 2)):
         add(email, "delivered", rng.randint(40, 200))
-    if known.get("complication") == "two_in_transit":
+    if situation.goal.get("complication") == "two_in_transit":
         add(email, "shipped", rng.randint(1, 4))
     for _ in range(2):
         first, last = rng.choice(shop_text.FIRST_NAMES), rng.choice(shop_text.LAST_NAMES)
@@ -334,7 +334,6 @@ class ShopWorld:
             "price": price,
             "status": status,
             "days_ago": days_ago,
-            "complication": complication,
             "withheld_until_asked": ["order_id", "email"] if disclosure == "withheld" else [],
         }
         if intent == "refund":
@@ -345,6 +344,8 @@ class ShopWorld:
             "intent": intent,
             "order_id": order_id,
             "outcome": outcome,
+            # the grader's label for what makes the situation hard; the user does not know it
+            "complication": complication,
             "summary": _goal_summary(outcome, order_id, new_address, self.refund_window_days),
         }
         return Situation(
