@@ -198,6 +198,8 @@ def _verdict(result: SandboxResult, limits: Limits, program: Program) -> Verdict
         "network": result.notes.get("network", "unknown: the sandbox did not report"),
         "filesystem": result.notes.get("filesystem", "unknown: the sandbox did not report"),
         "user": result.notes.get("user", "unknown: the sandbox did not report"),
+        "uid": result.uid,
+        "session": result.session,
         "program": program.assembly,
         "stderr_tail": result.stderr_tail,
         "stdout_tail": result.stdout_tail,

@@ -10,9 +10,10 @@ another user. Each run reads one job (JSON) from a pipe while still privileged, 
    namespace /tmp, /var/tmp, /dev/shm and every directory the sandbox user could not read anyway
    (e.g. /root) are covered by empty root-owned filesystems, except the working directory and the
    interpreter's own files, which are bound back in;
-2. forks the program's process, which is PID 1 of the new PID namespace: when it ends, the kernel
-   kills everything it left behind, including daemonised grandchildren;
-3. that process drops to the job's unprivileged uid, applies the resource limits, runs the
+2. forks a minimal init, PID 1 of the new PID namespace, which forks the program's process, reaps
+   orphans and, when the program ends, exits: the kernel then kills everything left in the
+   namespace, including daemonised grandchildren;
+3. the program's process drops to the job's unprivileged uid, applies the resource limits, runs the
    candidate program and the tests in one module namespace, and reports the outcome on a pipe;
 4. this (outer) process waits for it and writes one JSON record with the exit status, CPU time
    and the outcome to the result file descriptor, for the runner.
@@ -23,6 +24,7 @@ can say what isolation the result had.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import linecache
@@ -190,6 +192,7 @@ def run_candidate(job: dict[str, Any]) -> dict[str, Any]:
     sources = {name: text.splitlines() for name, text, _ in parts}
     for name, text, _ in parts:
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    sys.argv = ["<program>"]
     module = types.ModuleType("__main__")
     module.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = module
@@ -237,7 +240,7 @@ def child_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> No
         # Set after the uid change, which clears it: if the outer process is killed, so is this.
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         apply_limits(job)
-        setup = {"status": "started", "notes": notes}
+        setup = {"status": "started", "notes": notes, "nonce": job["nonce"]}
         os.write(report_fd, (json.dumps(setup) + "\n").encode())
         outcome = run_candidate(job)
         outcome["nonce"] = job["nonce"]
@@ -300,22 +303,59 @@ def run_job(job_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int) -> None
     if pid == 0:
         os.close(read_end)
         os.close(result_fd)
-        child_main(job, write_end, notes)
+        init_main(job, write_end, notes)
     os.close(write_end)
-    # The reports are a few short lines, well inside a pipe's buffer, so the child never blocks
-    # writing them and it is safe to wait for it first.
+    # The reports are a few short lines, well inside a pipe's buffer, so no writer blocks on
+    # them and it is safe to wait first.
     _, status, usage = os.wait4(pid, 0)
     reports = _read_available(read_end)
     record: dict[str, Any] = {
         "nonce": job["nonce"],
-        "exit_code": os.waitstatus_to_exitcode(status),
+        "exit_code": None,
+        "init_exit_code": os.waitstatus_to_exitcode(status),
         "cpu_seconds": usage.ru_utime + usage.ru_stime,
         "max_rss_kb": usage.ru_maxrss,
         "notes": notes,
         "reports": reports.decode("utf-8", "replace")[-20000:],
     }
+    for line in record["reports"].splitlines():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            report = json.loads(line)
+            if report.get("status") == "exited" and report.get("init_nonce") == job["init_nonce"]:
+                record.update(exit_code=report["exit_code"], cpu_seconds=report["cpu_seconds"])
+                record["max_rss_kb"] = report["max_rss_kb"]
     os.write(result_fd, json.dumps(record).encode())
     os.close(result_fd)
+
+
+def init_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> None:
+    """The first process of the run's PID namespace: starts the program's process, reaps every
+    orphan (so none lingers as a zombie counting against the process limit), and reports the
+    program's exit status. When it exits, the kernel kills whatever the program left behind.
+    Never returns."""
+    init_nonce = job.pop("init_nonce")
+    status = 0
+    try:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        program_pid = os.fork()
+        if program_pid == 0:
+            child_main(job, report_fd, notes)
+        while True:
+            pid, wait_status, usage = os.wait4(-1, 0)
+            if pid == program_pid:
+                break
+        exited = {
+            "status": "exited",
+            "init_nonce": init_nonce,
+            "exit_code": os.waitstatus_to_exitcode(wait_status),
+            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "max_rss_kb": usage.ru_maxrss,
+        }
+        os.write(report_fd, (json.dumps(exited) + "\n").encode())
+    except BaseException:
+        status = 70
+    finally:
+        os._exit(status)
 
 
 def serve(control_fd: int) -> None:

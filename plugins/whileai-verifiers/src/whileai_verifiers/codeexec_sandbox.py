@@ -60,6 +60,8 @@ class SandboxResult:
     stdout_tail: str
     stderr_tail: str
     leftovers_killed: int
+    uid: int | None = None
+    session: int | None = None
     error: str | None = None
 
 
@@ -198,9 +200,11 @@ def _reports(record: dict[str, Any], nonce: str) -> tuple[dict[str, str], dict[s
             continue
         if not isinstance(report, dict):
             continue
+        if report.get("nonce") != nonce:
+            continue
         if report.get("status") == "started" and isinstance(report.get("notes"), dict):
             notes.update(report["notes"])
-        elif report.get("nonce") == nonce and outcome is None:
+        elif report.get("status") != "exited" and outcome is None:
             outcome = report
     return notes, outcome
 
@@ -303,6 +307,7 @@ def run_sandboxed(
         "workdir": workdir,
         "uid": uid,
         "nonce": nonce,
+        "init_nonce": secrets.token_hex(16),
         "network": limits.network,
         "nproc_offset": 0 if uid is not None else _nproc_offset(),
         "limits": {
@@ -398,6 +403,8 @@ def run_sandboxed(
         stdout_tail=stdout.text(),
         stderr_tail=stderr.text(),
         leftovers_killed=leftovers,
+        uid=uid,
+        session=pid,
         error=error,
     )
 
