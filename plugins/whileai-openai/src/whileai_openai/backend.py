@@ -20,8 +20,8 @@ from typing import Any
 
 import attrs
 import httpx
-from whileai.backends import BackendError, BackendStats, Completion, Sampling
 
+from whileai.backends import BackendError, BackendStats, Completion, Sampling
 from whileai_openai.retry import (
     RetryPolicy,
     is_retryable_status,

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from whileai.backends import API_KEY_ENV, BASE_URL_ENV
-
 from whileai_openai.backend import OpenAICompatibleBackend
 
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"

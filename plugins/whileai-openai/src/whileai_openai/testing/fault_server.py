@@ -142,6 +142,9 @@ class FaultApp:
         self._requests: list[Recorded] = []
         self._in_flight = 0
         self._max_in_flight = 0
+        # reset() starts a new generation: requests still running from before it (a slow
+        # reply whose client gave up) no longer count as in flight
+        self._generation = 0
         self.record = True
 
     # -- control from the test ------------------------------------------------------------
@@ -169,7 +172,9 @@ class FaultApp:
         with self._lock:
             self._script.clear()
             self._requests.clear()
-            self._max_in_flight = self._in_flight
+            self._generation += 1
+            self._in_flight = 0
+            self._max_in_flight = 0
 
     # -- ASGI -----------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -193,6 +198,7 @@ class FaultApp:
         with self._lock:
             if self.record:
                 self._requests.append(Recorded(method, path, headers, body))
+            generation = self._generation
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             reply = None
@@ -214,7 +220,8 @@ class FaultApp:
                 await _send_json(send, 404, {"error": {"message": f"no route {method} {path}"}})
         finally:
             with self._lock:
-                self._in_flight -= 1
+                if generation == self._generation:
+                    self._in_flight -= 1
 
     async def _answer(self, send: Send, reply: Reply, request: Any) -> None:
         if reply.delay_s > 0:
