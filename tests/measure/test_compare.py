@@ -1,0 +1,164 @@
+"""compare, compare_runs and delta_report: paired deltas, the noise band, provenance warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import whileai as wai
+
+
+def arm(
+    scores: dict[str, list[float]],
+    markers: dict[str, list[dict[str, float]]] | None = None,
+    **extra: Any,
+) -> list[dict[str, Any]]:
+    rows = []
+    for task, rewards in scores.items():
+        for j, reward in enumerate(rewards):
+            row = {
+                "task_id": task,
+                "prompt": f"prompt {task}",
+                "final_text": "a",
+                "reward": reward,
+                **extra,
+            }
+            if markers is not None:
+                row["markers"] = markers[task][j]
+            rows.append(row)
+    return rows
+
+
+BASE = {"t1": [1, 0, 1, 1], "t2": [0, 0, 1, 0], "t3": [1, 1, 1, 1], "t4": [1, 0, 1, 1]}
+TUNED = {"t1": [1, 1, 1, 1], "t2": [1, 1, 1, 0], "t3": [1, 1, 1, 1], "t4": [1, 1, 1, 1]}
+
+
+def test_delta_is_the_mean_paired_difference_with_a_bootstrap_interval() -> None:
+    report = wai.compare(arm(BASE), arm(TUNED))
+    per_task = np.array([1 - 0.75, 0.75 - 0.25, 0.0, 1 - 0.75])
+    assert report.headline == "reward"
+    assert report.delta == pytest.approx(per_task.mean())
+    assert report.metrics["reward"].mean_a == pytest.approx(0.6875)
+    assert report.metrics["reward"].mean_b == pytest.approx(0.9375)
+    theirs = stats.bootstrap(
+        (per_task,), np.mean, method="percentile", n_resamples=20_000, random_state=0
+    ).confidence_interval
+    assert report.ci95 is not None
+    assert report.ci95[0] == pytest.approx(theirs.low, abs=0.02)
+    assert report.ci95[1] == pytest.approx(theirs.high, abs=0.02)
+    assert report.verdict == "gain"
+    assert "b is higher" in str(report)
+
+
+def test_pairing_uses_shared_tasks_and_counts_the_rest() -> None:
+    a = arm({**BASE, "only-a": [1, 1]})
+    b = arm({**TUNED, "only-b1": [0], "only-b2": [1]})
+    report = wai.compare(a, b)
+    assert report.n_paired == 4
+    assert (report.only_a, report.only_b) == (1, 2)
+    assert report.delta == pytest.approx(wai.compare(arm(BASE), arm(TUNED)).delta)
+    text = str(report)
+    assert "1 only in a and 2 only in b skipped" in text and "'only-a'" in text
+
+
+def test_partial_rewards_count_and_unjudged_rows_are_skipped() -> None:
+    a = arm({"t1": [0.5, 0.5], "t2": [0.2], "t3": [0.0]})
+    b = arm({"t1": [0.7, 0.9], "t2": [0.4], "t3": [0.3]})
+    b.append({"task_id": "t1", "prompt": "p", "final_text": "x", "reward": None})
+    report = wai.compare(a, b)
+    assert report.delta == pytest.approx(np.mean([0.3, 0.2, 0.3]))
+    assert any("1 unjudged rows skipped" in n for n in report.notes)
+
+
+def test_every_shared_marker_gets_a_line_and_a_proxy_takes_the_headline() -> None:
+    ma = {t: [{"chars": 10.0, "turns": 2}] * 4 for t in BASE}
+    mb = {t: [{"chars": 14.0, "steps": 1}] * 4 for t in TUNED}
+    report = wai.compare(arm(BASE, ma), arm(TUNED, mb), proxy="marker:chars")
+    assert set(report.metrics) == {"reward", "chars"}
+    assert report.headline == "chars"
+    assert report.delta == pytest.approx(4.0)
+    assert any("only one arm" in n and "'steps'" in n and "'turns'" in n for n in report.notes)
+    assert "chars*" in str(report)
+    with pytest.raises(ValueError, match="marker 'turns' is missing from arm b"):
+        wai.compare(arm(BASE, ma), arm(TUNED, mb), proxy="marker:turns")
+    with pytest.raises(ValueError, match="proxy must be"):
+        wai.compare(arm(BASE), arm(TUNED), proxy="chars")
+
+
+def test_a_delta_inside_the_noise_band_reads_as_noise() -> None:
+    noisy = wai.compare(arm(BASE), arm(TUNED), run_std=0.2, run_std_runs=5)
+    assert noisy.noise_band == pytest.approx(stats.t.ppf(0.975, 4) * np.sqrt(2) * 0.2)
+    assert noisy.verdict == "noise"
+    assert "inside the noise band" in str(noisy)
+    quiet = wai.compare(arm(BASE), arm(TUNED), run_std=0.01, run_std_runs=5)
+    assert quiet.verdict == "gain"
+
+
+def test_fewer_than_three_runs_behind_run_std_says_so() -> None:
+    report = wai.compare(arm(BASE), arm(TUNED), run_std=0.01, run_std_runs=2)
+    assert any("from 2 runs: fewer than 3" in n for n in report.notes)
+    unknown = wai.compare(arm(BASE), arm(TUNED), run_std=0.01)
+    assert any("run_std_runs not given" in n for n in unknown.notes)
+    with pytest.raises(ValueError, match="run_std_runs must be"):
+        wai.compare(arm(BASE), arm(TUNED), run_std=0.01, run_std_runs=1)
+    with pytest.raises(ValueError, match="run_std must be"):
+        wai.compare(arm(BASE), arm(TUNED), run_std="small")
+
+
+def test_too_few_paired_tasks_give_a_point_estimate() -> None:
+    report = wai.compare(arm({"t1": [0, 1]}), arm({"t1": [1, 1], "t2": [1]}))
+    assert report.ci95 is None and report.verdict == "no interval"
+    assert any("point estimate" in n for n in report.notes)
+    nothing = wai.compare(arm({"t1": [0]}), arm({"t2": [1]}))
+    assert nothing.delta is None and nothing.n_paired == 0
+    assert "nothing to compare" in str(nothing)
+
+
+def test_compare_runs_warns_when_the_arms_were_produced_differently() -> None:
+    a = arm(
+        BASE,
+        lineage={"system_prompt_sha": "aaa"},
+        judge_meta={"model": "phi-4"},
+        writer_model="qwen",
+        user_model="qwen",
+    )
+    b = arm(
+        TUNED,
+        lineage={"system_prompt_sha": "bbb"},
+        judge_meta={"model": "gpt-4o"},
+        writer_model="qwen",
+        user_model="llama",
+    )
+    report = wai.compare_runs(a, b)
+    text = " ".join(report.warnings)
+    assert "system prompt" in text and "'aaa'" in text and "'bbb'" in text
+    assert "judge" in text and "user model" in text
+    assert "writer model" not in text
+    assert "warning:" in str(report)
+    same = wai.delta_report(
+        a,
+        arm(
+            TUNED,
+            lineage={"system_prompt_sha": "aaa"},
+            judge_meta={"model": "phi-4"},
+            writer_model="qwen",
+            user_model="qwen",
+        ),
+    )
+    assert same.warnings == []
+    assert str(same).startswith("delta_report")
+
+
+def test_compare_runs_reads_runs_carrying_rows() -> None:
+    class Run:
+        def __init__(self, rows: list[dict[str, Any]], callable_rows: bool) -> None:
+            self._rows = rows
+            self.rows = (lambda: rows) if callable_rows else rows
+
+    report = wai.compare_runs(Run(arm(BASE), True), Run(arm(TUNED), False))
+    assert report.delta == pytest.approx(wai.compare(arm(BASE), arm(TUNED)).delta)
+    with pytest.raises(TypeError, match="run_a must be a list of rows"):
+        wai.compare_runs(42, arm(TUNED))

@@ -1,0 +1,89 @@
+"""select(mode="rl"): whole groups in the band kept, every gate that dropped rows counted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import whileai as wai
+
+
+def row(task: str, reward: Any, text: str = "an answer", **extra: Any) -> dict[str, Any]:
+    return {
+        "task_id": task,
+        "prompt": f"prompt {task}",
+        "final_text": text,
+        "reward": reward,
+        **extra,
+    }
+
+
+def test_keeps_whole_groups_inside_the_band() -> None:
+    rows = (
+        [row("split", r) for r in (1, 0, 1, 0)]  # 0.5: kept
+        + [row("easy", 1) for _ in range(4)]  # unanimous
+        + [row("hard", 0) for _ in range(4)]  # unanimous
+        + [row("mostly", r) for r in (1, 1, 1, 1, 1, 1, 1, 1, 1, 0)]  # 0.9: outside
+        + [row("edge", r) for r in (1, 0, 0, 0, 0)]  # 0.2: the band is inclusive
+    )
+    report = wai.select(rows, mode="rl", band=(0.2, 0.8))
+    assert [r["task_id"] for r in report.rows] == ["split"] * 4 + ["edge"] * 5
+    assert report.rows[0] is rows[0]
+    assert report.dropped_rows == {
+        "non-binary reward": 0,
+        "empty or cut-off reply": 0,
+        "unanimous group": 8,
+        "outside band": 10,
+    }
+    assert report.dropped_groups["unanimous group"] == 2
+    assert (report.n_groups_kept, report.n_groups_in) == (2, 5)
+    text = str(report)
+    for gate in ("non-binary reward", "empty or cut-off reply", "unanimous group", "outside band"):
+        assert gate in text
+
+
+def test_row_gates_run_before_the_group_rate() -> None:
+    rows = [
+        row("t", 1),
+        row("t", 0),
+        row("t", 0.5),  # partial: dropped, not counted in the rate
+        row("t", None),  # unjudged: dropped
+        row("t", 1, text="   "),  # empty reply
+        row("t", 1, truncated=True),  # cut at the token cap
+        row("u", 1),
+        row("u", 1),
+        row("u", 0, text=""),  # without it the group is unanimous
+    ]
+    report = wai.select(rows)
+    assert [r["final_text"] for r in report.rows] == ["an answer", "an answer"]
+    assert report.dropped_rows["non-binary reward"] == 2
+    assert report.dropped_rows["empty or cut-off reply"] == 3
+    assert report.dropped_rows["unanimous group"] == 2
+
+
+def test_a_set_whose_rows_all_vanish_says_why() -> None:
+    rows = [row(f"t{i}", 1) for i in range(5)]  # one completion per prompt: no group can split
+    report = wai.select(rows)
+    assert report.rows == []
+    text = str(report)
+    assert "no row survived" in text and "unanimous group" in text
+    assert "one usable row" in text
+    graded = wai.select([row("t", 0.3), row("t", 0.6)])
+    assert "non-binary reward" in graded.notes[0] and "exactly 0 or 1" in graded.notes[0]
+    cut = wai.select([row("t", 1, truncated=True), row("t", 0, text="")])
+    assert "cut at the token cap" in cut.notes[0]
+
+
+def test_arguments_are_checked() -> None:
+    rows = [row("t", 1), row("t", 0)]
+    with pytest.raises(ValueError, match="mode must be one of 'rl'"):
+        wai.select(rows, mode="sft")
+    with pytest.raises(ValueError, match="low <= high"):
+        wai.select(rows, band=(0.8, 0.2))
+    with pytest.raises(ValueError, match=r"band high must lie in \[0, 1\]"):
+        wai.select(rows, band=(0.2, 80))
+    with pytest.raises(ValueError, match="band must be a pair"):
+        wai.select(rows, band=0.5)  # type: ignore[arg-type]
+    with pytest.raises(wai.RowError, match="row 1: missing required field 'final_text'"):
+        wai.select([row("t", 1), {"task_id": "t", "prompt": "p", "reward": 1}])

@@ -1,0 +1,137 @@
+"""eval_variance, noise_band and holdout_size: the floor, its band, and the size of the set."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import whileai as wai
+
+
+def run_rows(rewards: dict[str, list[float]], marker: float | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for task, values in rewards.items():
+        for r in values:
+            row: dict[str, Any] = {"task_id": task, "prompt": task, "final_text": "a", "reward": r}
+            if marker is not None:
+                row["markers"] = {"chars": marker}
+            rows.append(row)
+    return rows
+
+
+def test_run_std_is_the_std_of_the_per_run_means() -> None:
+    passes = [
+        run_rows({"a": [1, 0], "b": [1, 1], "c": [0, 0]}, marker=10),
+        run_rows({"a": [1, 1], "b": [1, 1], "c": [0, 0]}, marker=12),
+        run_rows({"a": [0, 0], "b": [1, 0], "c": [0, 0]}, marker=11),
+    ]
+    floor = wai.eval_variance(*passes)
+    means = [(0.5 + 1 + 0) / 3, (1 + 1 + 0) / 3, (0 + 0.5 + 0) / 3]
+    assert floor.run_means == pytest.approx(means)
+    assert floor["run_std"] == pytest.approx(np.std(means, ddof=1))
+    assert floor["n_runs"] == 3 and floor.floor_met
+    assert floor.band == pytest.approx(stats.t.ppf(0.975, 2) * math.sqrt(2) * floor.run_std)
+    assert floor.metrics["chars"].run_std == pytest.approx(1.0)
+    text = str(floor)
+    assert "reward" in text and "chars" in text and "noise band" in text
+
+
+def test_below_three_runs_the_report_says_so_instead_of_a_bare_number() -> None:
+    two = wai.eval_variance(run_rows({"a": [1, 0]}), run_rows({"a": [1, 1]}))
+    assert two.n_runs == 2 and not two.floor_met
+    assert "not worth reading" in str(two)
+    assert any("three re-runs are the fewest" in n for n in two.notes)
+    one = wai.eval_variance(run_rows({"a": [1, 0]}))
+    assert one.run_std is None and one.band is None
+    assert "no std from 1 run" in str(one)
+    with pytest.raises(ValueError, match="needs the runs"):
+        wai.eval_variance()
+
+
+def test_runs_are_compared_on_the_tasks_they_all_measured() -> None:
+    floor = wai.eval_variance(
+        run_rows({"a": [1], "b": [0], "extra": [1]}),
+        run_rows({"a": [1], "b": [1]}),
+        run_rows({"a": [0], "b": [1]}),
+    )
+    assert floor.n_tasks == 2
+    assert floor.run_means == pytest.approx([0.5, 1.0, 0.5])
+    assert any("left out" in n for n in floor.notes)
+
+
+def test_noise_band_from_the_number_alone() -> None:
+    band = wai.noise_band(0.02, df=2)
+    assert band.band == pytest.approx(stats.t.ppf(0.975, 2) * math.sqrt(2) * 0.02)
+    assert (band.low, band.high) == (-band.band, band.band)
+    assert "re-running the eval" in str(band)
+    assert any("2 runs" in n for n in wai.noise_band(0.02, df=1).notes)
+    assert wai.noise_band(0.02).band == pytest.approx(1.959964 * math.sqrt(2) * 0.02)
+    with pytest.raises(ValueError, match="df must be a positive integer"):
+        wai.noise_band(0.02, df=0)
+    with pytest.raises(ValueError, match="at least two runs"):
+        wai.noise_band(None, df=2)  # type: ignore[arg-type]
+
+
+def test_holdout_size_follows_the_paired_normal_formula() -> None:
+    report = wai.holdout_size(0.10, base=0.45, k=4)
+    pq, pq_after = 0.45 * 0.55, 0.55 * 0.45
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert report.n_tasks == math.ceil(z**2 * (pq + pq_after) / 4 / 0.10**2)
+    assert report.task_std == pytest.approx(math.sqrt(pq / 4))
+    assert report["n_tasks"] == report.n_tasks
+    text = str(report)
+    assert "paired tasks needed" in text and "assumes:" in text and "task_std" in text
+    # More samples per task, fewer tasks; a smaller effect, many more.
+    assert wai.holdout_size(0.10, base=0.45, k=8).n_tasks < report.n_tasks
+    assert wai.holdout_size(0.05, base=0.45, k=4).n_tasks > 3 * report.n_tasks
+
+
+def test_holdout_size_has_the_power_it_promises() -> None:
+    # Simulate the paired experiment it sizes: n tasks, k samples per arm, a two-sided paired
+    # z-test at alpha. The share of runs that detect the effect is the power.
+    report = wai.holdout_size(0.10, base=0.45, k=4)
+    rng = np.random.default_rng(0)
+    reps, n, k = 4000, report.n_tasks, 4
+    a = rng.binomial(k, 0.45, size=(reps, n)) / k
+    b = rng.binomial(k, 0.55, size=(reps, n)) / k
+    d = b - a
+    z = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
+    power = float((np.abs(z) > stats.norm.ppf(0.975)).mean())
+    assert 0.76 <= power <= 0.85
+
+
+def test_holdout_size_before_rows_measures_the_spread() -> None:
+    rng = np.random.default_rng(1)
+    # Mostly easy or hopeless tasks: the real per-task spread is far below base (1 - base).
+    true_rates = rng.beta(0.3, 0.3, size=400)
+    passes = rng.binomial(8, true_rates)
+    before = run_rows({f"t{i}": [1] * c + [0] * (8 - c) for i, c in enumerate(passes)})
+    measured = wai.holdout_size(0.05, before=before)
+    assert measured.k == 8
+    assert measured.base == pytest.approx(passes.mean() / 8)
+    expected_pq = float(np.mean(true_rates * (1 - true_rates)))
+    assert measured.task_std == pytest.approx(math.sqrt(expected_pq / 8), rel=0.1)
+    assumed = wai.holdout_size(0.05, base=measured.base, k=8)
+    assert measured.n_tasks < assumed.n_tasks
+    assert "from 400 tasks before" in str(measured)
+
+
+def test_holdout_size_rejects_what_it_cannot_size() -> None:
+    with pytest.raises(ValueError, match=r"base rate \(base=0\.45\) or an earlier run's rows"):
+        wai.holdout_size(0.1)
+    with pytest.raises(ValueError, match="one of them"):
+        wai.holdout_size(0.1, base=0.4, before=run_rows({"a": [1, 0]}))
+    with pytest.raises(ValueError, match="effect must be non-zero"):
+        wai.holdout_size(0.0, base=0.4)
+    with pytest.raises(ValueError, match="outside"):
+        wai.holdout_size(0.2, base=0.9)
+    with pytest.raises(ValueError, match=r"power must lie in \(0, 1\)"):
+        wai.holdout_size(0.1, base=0.4, power=80)
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        wai.holdout_size(0.1, base=0.4, k=0)
+    with pytest.raises(ValueError, match="no row has a binary reward"):
+        wai.holdout_size(0.1, before=run_rows({"a": [0.5]}))
