@@ -141,6 +141,11 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
             f"{n_runs} run(s): three re-runs are the fewest that give a standard deviation "
             "worth reading; run the eval again before trusting the floor"
         )
+    if reward.run_std == 0.0:
+        notes.append(
+            "reward did not move at all between runs: the runs scored the same completions the "
+            "same way; re-sample the completions to measure the eval's noise"
+        )
     return EvalVarianceReport(
         run_std=reward.run_std,
         n_runs=n_runs,
