@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import whileai as wai
 from whileai.grading import as_scorer, grade_row
 from whileai_verifiers.codeexec import CodeExec
@@ -81,7 +82,7 @@ def test_assertion_messages_and_exceptions_read_plainly(code: CodeExec) -> None:
     verdict = code.verify("x = 1", "assert x == 2, f'x is {x}'")
     assert verdict.reason == "AssertionError: x is 1 (<tests> line 1: assert x == 2, f'x is {x}')"
     crash = code.verify("def f():\n    return {}['k']\n", "f()")
-    assert crash.reason.startswith("KeyError: 'k' (<program> line 2")
+    assert str(crash.reason).startswith("KeyError: 'k' (<program> line 2")
 
 
 def test_syntax_error_is_named_with_its_line(code: CodeExec) -> None:
@@ -97,7 +98,7 @@ def test_humaneval_body_completion_is_appended_to_the_prompt(code: CodeExec) -> 
     assert verdict.meta["program"] == "prompt + completion"
     wrong = code.verify("    return None\n", ADD)
     assert wrong.reward == 0.0
-    assert wrong.reason.startswith("AssertionError (<tests> line 2")
+    assert str(wrong.reason).startswith("AssertionError (<tests> line 2")
 
 
 def test_humaneval_full_function_runs_alone_with_the_prompts_imports(code: CodeExec) -> None:
@@ -131,7 +132,7 @@ def test_unittest_style_tests_pass_and_fail(code: CodeExec) -> None:
     assert code.verify("def inc(x):\n    return x + 1\n", tests).reward == 1.0
     failed = code.verify("def inc(x):\n    return x\n", tests)
     assert failed.reward == 0.0
-    assert "SystemExit" in failed.reason
+    assert "SystemExit" in str(failed.reason)
     assert "test_inc" in failed.meta["stderr_tail"]
 
 
@@ -141,7 +142,7 @@ def test_program_that_exits_early_does_not_pass(code: CodeExec) -> None:
     )
     hard_exit = code.verify("import os\nos._exit(0)\n", "assert False")
     assert hard_exit.reward == 0.0
-    assert hard_exit.reason.startswith("exited with code 0 before the tests finished")
+    assert str(hard_exit.reason).startswith("exited with code 0 before the tests finished")
 
 
 def test_verdict_meta_records_limits_isolation_and_output(code: CodeExec) -> None:
@@ -260,7 +261,7 @@ def test_cpu_limit_kills_a_busy_program_before_the_wall_clock() -> None:
 def test_fork_bomb_hits_the_process_limit(code: CodeExec) -> None:
     verdict = code.verify("import os\nwhile True:\n    os.fork()\n", "pass")
     assert verdict.reward == 0.0
-    assert verdict.reason.startswith("process limit (32) reached: BlockingIOError")
+    assert str(verdict.reason).startswith("process limit (32) reached: BlockingIOError")
     assert_nothing_left(verdict)
 
 
@@ -272,7 +273,7 @@ def test_ten_gigabyte_allocation_hits_the_memory_limit(code: CodeExec) -> None:
 
 def test_file_size_limit_stops_a_disk_filler(code: CodeExec) -> None:
     verdict = code.verify("open('big', 'wb').write(b'x' * (64 * 1024 * 1024))\n", "pass")
-    assert verdict.reason.startswith("killed: file size limit (16 MB): OSError: [Errno 27]")
+    assert str(verdict.reason).startswith("killed: file size limit (16 MB): OSError: [Errno 27]")
 
 
 @ROOT_ONLY
@@ -282,7 +283,7 @@ def test_writes_outside_the_working_directory_fail(code: CodeExec, where: str) -
     target = directory / f"whileai-codeexec-escape-{uuid.uuid4().hex}"
     verdict = code.verify(f"open({str(target)!r}, 'w').write('escaped')\n", "pass")
     assert verdict.reward == 0.0
-    assert verdict.reason.startswith(("PermissionError", "OSError: [Errno 30]"))
+    assert str(verdict.reason).startswith(("PermissionError", "OSError: [Errno 30]"))
     assert not target.exists()
     assert_nothing_left(verdict)
 
@@ -304,7 +305,7 @@ def test_connection_to_an_outside_address_fails_at_once(code: CodeExec) -> None:
     )
     verdict = code.verify(program, "pass")
     assert verdict.meta["network"] == "isolated"
-    assert verdict.reason.startswith("OSError: [Errno 101] Network is unreachable")
+    assert str(verdict.reason).startswith("OSError: [Errno 101] Network is unreachable")
     assert_nothing_left(verdict)
 
 

@@ -37,7 +37,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from whileai.grading import Verdict
-
 from whileai_verifiers import __version__
 from whileai_verifiers.codeexec_limits import Limits, NetworkPolicy
 from whileai_verifiers.codeexec_program import Program, build_program
@@ -100,7 +99,7 @@ class CodeExec:
         self.uid_base = uid_base
         self.uid_count = uid_count
         self.python = python
-        self._server = SandboxServer(python)
+        self._server = SandboxServer(python, network)
         self.meta = {"limits": self.limits.as_meta(), "workers": workers}
 
     def program(self, completion: Any, reference: Any) -> Program:

@@ -1,15 +1,16 @@
-"""The sandbox's own side: run as a script (``python -I codeexec_child.py FD``) by CodeExec.
+"""The sandbox's own side: run as a script (``python -I codeexec_child.py FD NETWORK``) by CodeExec.
 
 Standard library only, because it starts before anything is imported and its forks run as
 another user. Each run reads one job (JSON) from a pipe while still privileged, then:
 
 0. it is started once per verifier as a small server that forks one process per run
    (``serve``), so each run starts from a warm interpreter;
-1. as root, moves into new network, mount and PID namespaces where the kernel allows it: the
-   network namespace has only a down loopback, so no connection leaves the machine; in the mount
-   namespace /tmp, /var/tmp, /dev/shm and every directory the sandbox user could not read anyway
-   (e.g. /root) are covered by empty root-owned filesystems, except the working directory and the
-   interpreter's own files, which are bound back in;
+1. the server, as root, moves into a new network namespace with only a down loopback, so no
+   connection from any run leaves the machine; each run, as root, moves into new mount and PID
+   namespaces where the kernel allows it: /tmp, /var/tmp, /dev/shm, the parent of the working
+   directory and every directory the sandbox user could not read anyway (e.g. /root) are covered
+   by empty root-owned filesystems, the interpreter's own files bound back in, and the working
+   directory is a fresh size-limited tmpfs owned by the sandbox user;
 2. forks a minimal init, PID 1 of the new PID namespace, which forks the program's process, reaps
    orphans and, when the program ends, exits: the kernel then kills everything left in the
    namespace, including daemonised grandchildren;
@@ -113,32 +114,64 @@ def _cover(mask: str, keep: list[str]) -> None:
         os.close(fd)
 
 
-def isolate(job: dict[str, Any], notes: dict[str, str]) -> bool:
-    """Enter new namespaces (as root). Returns whether the PID namespace was created."""
-    flags = CLONE_NEWNS | CLONE_NEWPID
-    want_network = job["network"] != "allow"
-    if want_network:
-        flags |= CLONE_NEWNET
-    if _libc.unshare(flags) != 0:
+def isolate_network(policy: str) -> str:
+    """Move this (server) process into a new network namespace that every run shares: it has
+    only a loopback that is down and that no run may bring up, so nothing reaches any host.
+    Made once per server rather than per run, because creating and tearing down a network
+    namespace costs more than the rest of a run's setup together."""
+    if policy == "allow":
+        return "not isolated: network='allow'"
+    if os.geteuid() != 0:
+        return "not isolated: creating a network namespace needs root"
+    if _libc.unshare(CLONE_NEWNET) != 0:
+        return f"not isolated: unshare(CLONE_NEWNET) failed ({os.strerror(ctypes.get_errno())})"
+    return "isolated"
+
+
+def _workdir_size_mb(job: dict[str, Any]) -> int:
+    return 4 * int(job["limits"]["max_file_mb"])
+
+
+def isolate(job: dict[str, Any], notes: dict[str, str]) -> None:
+    """Enter new mount and PID namespaces (as root) and make the working directory."""
+    workdir = job["workdir"]
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
         why = os.strerror(ctypes.get_errno())
         notes["namespaces"] = f"not created: unshare failed ({why})"
-        if want_network:
-            notes["network"] = f"not isolated: unshare(CLONE_NEWNET) failed ({why})"
         notes["filesystem"] = f"shared with the host: unshare(CLONE_NEWNS) failed ({why})"
-        return False
-    notes["network"] = "isolated" if want_network else "not isolated: network='allow'"
-    notes["namespaces"] = "created: mount, pid" + (", network" if want_network else "")
+        host_workdir(job)
+        return
+    notes["namespaces"] = "created: mount, pid"
     try:
         _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-        keep = [*_interpreter_paths(), job["workdir"]]
+        keep = _interpreter_paths()
         masks = {m for m in (_hidden_ancestor(p) for p in keep) if m}
         masks.update(m for m in SHARED_WRITABLE if os.path.isdir(m) and not os.path.islink(m))
+        masks.add(os.path.dirname(workdir))
         for mask in sorted(masks, key=len):
             _cover(mask, keep)
-        notes["filesystem"] = "private: " + ", ".join(sorted(masks)) + " covered"
+        # The working directory is a tmpfs of its own, seen only inside this namespace: it is
+        # empty at the start and gone with the namespace, and its size caps the disk it uses.
+        os.makedirs(workdir, exist_ok=True)
+        uid = job.get("uid")
+        owner = f",uid={uid},gid={uid}" if uid is not None else ""
+        size = _workdir_size_mb(job)
+        _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={size}m{owner}")
+        notes["filesystem"] = (
+            f"private: {', '.join(sorted(masks))} covered; working directory a {size} MB tmpfs"
+        )
     except OSError as exc:
         notes["filesystem"] = f"shared with the host: {exc}"
-    return True
+        host_workdir(job)
+
+
+def host_workdir(job: dict[str, Any]) -> None:
+    """The working directory on the host's filesystem, when no mount namespace could be made;
+    the runner removes it afterwards."""
+    os.makedirs(job["workdir"], mode=0o700, exist_ok=True)
+    uid = job.get("uid")
+    if uid is not None:
+        os.chown(job["workdir"], uid, uid)
 
 
 def drop_privileges(job: dict[str, Any], notes: dict[str, str]) -> None:
@@ -273,7 +306,7 @@ def _read_available(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def run_job(job_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int) -> None:
+def run_job(network: str, job_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int) -> None:
     """One sandbox run, in a process forked from the server for it (see the module doc)."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -284,16 +317,13 @@ def run_job(job_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int) -> None
     os.close(stderr_fd)
     with os.fdopen(job_fd, "rb") as handle:
         job = json.loads(handle.read())
-    notes: dict[str, str] = {}
+    notes: dict[str, str] = {"network": network}
     if os.geteuid() == 0:
         isolate(job, notes)
     else:
         notes["namespaces"] = "not created: not running as root"
-        if job["network"] != "allow":
-            notes["network"] = "not isolated: creating a network namespace needs root"
-        else:
-            notes["network"] = "not isolated: network='allow'"
         notes["filesystem"] = "shared with the host: not running as root"
+        host_workdir(job)
     if job["network"] == "require" and notes.get("network") != "isolated":
         refusal = {"nonce": job["nonce"], "exit_code": None, "notes": notes, "refused": True}
         os.write(result_fd, json.dumps(refusal).encode())
@@ -358,7 +388,7 @@ def init_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> Non
         os._exit(status)
 
 
-def serve(control_fd: int) -> None:
+def serve(control_fd: int, network_policy: str) -> None:
     """Fork one run per request until the control socket closes.
 
     A request is the word ``run`` with four file descriptors (job pipe, stdout, stderr, result
@@ -368,6 +398,7 @@ def serve(control_fd: int) -> None:
     """
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    network = isolate_network(network_policy)
     control = socket.socket(fileno=control_fd)
     while True:
         try:
@@ -389,7 +420,7 @@ def serve(control_fd: int) -> None:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 control.close()
                 os.setsid()
-                run_job(*fds)
+                run_job(network, *fds)
             except BaseException:
                 traceback.print_exc()
                 status = 70
@@ -407,4 +438,4 @@ def serve(control_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), sys.argv[2])

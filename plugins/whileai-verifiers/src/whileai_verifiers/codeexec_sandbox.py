@@ -155,13 +155,6 @@ def kill_leftovers(*, uid: int | None, session: int, spare: int) -> int:
     return len(killed)
 
 
-def _prepare_workdir(uid: int | None) -> str:
-    workdir = tempfile.mkdtemp(prefix="whileai-codeexec-")
-    if uid is not None:
-        os.chown(workdir, uid, uid)
-    return workdir
-
-
 def _remove(workdir: str) -> None:
     def make_writable(function: Any, path: str, excinfo: Any) -> None:
         with contextlib.suppress(OSError):
@@ -217,8 +210,9 @@ class SandboxServer:
     socket closes and it exits); a server that died is started again on the next request.
     """
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, network: str = "isolate") -> None:
         self.python = python
+        self.network = network
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -228,7 +222,7 @@ class SandboxServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = subprocess.Popen(
-                [self.python, "-I", "-B", CHILD_SCRIPT, str(theirs.fileno())],
+                [self.python, "-I", "-B", CHILD_SCRIPT, str(theirs.fileno()), self.network],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
@@ -298,7 +292,7 @@ def run_sandboxed(
 ) -> SandboxResult:
     """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root)."""
     start = time.monotonic()
-    workdir = _prepare_workdir(uid)
+    workdir = os.path.join(tempfile.gettempdir(), f"whileai-codeexec-{secrets.token_hex(8)}")
     nonce = secrets.token_hex(16)
     job = {
         "program": program.source,
@@ -387,7 +381,9 @@ def run_sandboxed(
             os.close(pidfd)
         for fd in ours:
             os.close(fd)
-        _remove(workdir)
+        # Only a run without a mount namespace made its directory on the host.
+        if os.path.lexists(workdir):
+            _remove(workdir)
     record = _parse_record(bytes(result.data), nonce)
     notes: dict[str, str] = {}
     outcome = None
