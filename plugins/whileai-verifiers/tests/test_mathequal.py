@@ -1,0 +1,252 @@
+"""MathEqual: GSM8K answers on the fast path, LaTeX through math-verify, deadlines that hold."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import pickle
+from collections.abc import Iterator
+
+import pytest
+
+import whileai as wai
+from whileai.grading import as_scorer, grade_row
+from whileai_verifiers.mathequal import MathEqual
+
+# A power tower math-verify evaluates for minutes: what a deadline is for.
+HANGS = "$9^{9^{9^{9}}}$"
+
+
+@pytest.fixture(scope="module")
+def math_equal() -> Iterator[MathEqual]:
+    verifier = MathEqual(timeout=30.0, workers=1)
+    yield verifier
+    verifier.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child that was reaped is gone; one not yet reaped shows as a zombie.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "#### 18",
+        "The answer is 18.",
+        "$18.00",
+        "18",
+        "18.0",
+        "She makes 9 * 2 = $18 every day.\n#### 18",
+        "Answer: 18",
+        "\\boxed{18}",
+        "so she pays 3 * 6 = 18 dollars",
+    ],
+)
+def test_gsm8k_style_answers_equal_the_gold_number(completion: str) -> None:
+    verdict = MathEqual().verify(completion, "18")
+    assert verdict.reward == 1.0, verdict
+    assert verdict.reason == "18 == 18"
+    assert verdict.meta["path"] == "fast"
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference"),
+    [("1,000", "1000"), ("#### 1,000", "1000"), ("$1,450,000", "1,450,000"), ("-5", "-5")],
+)
+def test_thousands_separators_and_signs_on_the_fast_path(completion: str, reference: str) -> None:
+    assert MathEqual().verify(completion, reference).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("completion", "reason"),
+    [
+        ("#### 17", "17 != 18"),
+        ("The answer is 18.5.", "18.5 != 18"),
+        ("I first got 18, then 17", "17 != 18"),
+        ("-18", "-18 != 18"),
+    ],
+)
+def test_a_different_number_is_not_equal_and_says_both(completion: str, reason: str) -> None:
+    verdict = MathEqual().verify(completion, "18")
+    assert (verdict.reward, verdict.status, verdict.reason) == (0.0, "ok", reason)
+
+
+def test_exact_decimals_do_not_round() -> None:
+    assert MathEqual().verify("18.000001", "18").reward == 0.0
+    assert MathEqual().verify("0.1", "0.10").reward == 1.0
+
+
+def test_equal_strings_need_no_parsing() -> None:
+    verdict = MathEqual().verify("[1,2)", "[1,2)")
+    assert verdict.reward == 1.0
+    assert verdict.meta["path"] == "fast"
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference"),
+    [
+        ("0.75", "\\frac{3}{4}"),
+        ("The answer is $\\frac{3}{4}$", "0.75"),
+        ("\\boxed{\\frac{1}{2}}", "1/2"),
+        ("$\\frac{1}{\\sqrt{2}}$", "\\frac{\\sqrt{2}}{2}"),
+        ("$(x+1)^2$", "x^2+2x+1"),
+        ("$\\{2, 1\\}$", "\\{1,2\\}"),
+        ("$[1, 2)$", "[1,2)"),
+        ("50%", "0.5"),
+        ("$10\\%$", "0.1"),
+        ("$5\\text{ cm}$", "5"),
+        ("1 000", "1000"),
+    ],
+)
+def test_math_verify_decides_what_the_fast_path_cannot(
+    math_equal: MathEqual, completion: str, reference: str
+) -> None:
+    verdict = math_equal.verify(completion, reference)
+    assert verdict.reward == 1.0, verdict
+    assert verdict.meta["path"] == "math-verify"
+    assert verdict.reason is not None and verdict.reason.endswith(": equal")
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference"),
+    [
+        ("0.8", "\\frac{3}{4}"),
+        ("$[1,2)$", "(1,2]"),
+        ("$\\{1,3\\}$", "\\{1,2\\}"),
+        ("$(x+1)^3$", "x^2+2x+1"),
+        ("\\boxed{\\frac{2}{3}}", "\\frac{3}{4}"),
+    ],
+)
+def test_math_verify_non_equivalences(
+    math_equal: MathEqual, completion: str, reference: str
+) -> None:
+    verdict = math_equal.verify(completion, reference)
+    assert (verdict.reward, verdict.status) == (0.0, "ok"), verdict
+    assert verdict.reason is not None and verdict.reason.endswith(": not equal")
+
+
+def test_reason_shows_what_each_side_parsed_to(math_equal: MathEqual) -> None:
+    assert math_equal.verify("0.8", "\\frac{3}{4}").reason == "parsed 0.8 vs 3/4: not equal"
+
+
+def test_no_answer_in_the_completion_scores_zero_and_says_so(math_equal: MathEqual) -> None:
+    verdict = math_equal.verify("I do not know.", "\\frac{3}{4}")
+    assert (verdict.reward, verdict.status) == (0.0, "ok")
+    assert "no answer found" in (verdict.reason or "")
+
+
+def test_an_unparseable_reference_is_an_error_not_a_zero(math_equal: MathEqual) -> None:
+    verdict = math_equal.verify("42", "\\frac{")
+    assert verdict.status == "error"
+    assert verdict.reward is None
+    assert "could not parse the reference" in (verdict.reason or "")
+
+
+def test_missing_reference_is_an_error() -> None:
+    verdict = MathEqual().verify("18", None)
+    assert verdict.status == "error"
+    assert "no reference" in (verdict.reason or "")
+
+
+def test_any_of_several_references(math_equal: MathEqual) -> None:
+    assert MathEqual().verify("#### 7", ["6", "7"]).reward == 1.0
+    assert math_equal.verify("$\\frac{1}{2}$", ["0.25", "0.5"]).reward == 1.0
+
+
+def test_numbers_as_references() -> None:
+    assert MathEqual().verify("The answer is 42.", 42).reward == 1.0
+    assert MathEqual().verify("The answer is 0.5", 0.5).reward == 1.0
+
+
+def test_a_deadline_kills_the_stuck_worker_and_the_next_call_works() -> None:
+    with MathEqual(timeout=2.0, workers=1) as verifier:
+        verdict = verifier.verify(HANGS, "1")
+        assert (verdict.reward, verdict.status, verdict.reason) == (
+            None,
+            "error",
+            "timeout after 2.0s",
+        )
+        assert verifier.worker_pids == []
+        assert verifier.verify("$\\frac{1}{2}$", "0.5").reward == 1.0
+
+
+def test_on_timeout_fail_scores_zero_with_the_reason() -> None:
+    with MathEqual(timeout=2.0, workers=1, on_timeout="fail") as verifier:
+        verdict = verifier.verify(HANGS, "1")
+    assert (verdict.reward, verdict.status, verdict.reason) == (0.0, "ok", "timeout after 2.0s")
+
+
+def test_the_deadline_holds_in_worker_threads(math_equal: MathEqual) -> None:
+    with (
+        MathEqual(timeout=2.0, workers=1) as verifier,
+        concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool,
+    ):
+        stuck = pool.submit(verifier.verify, HANGS, "1")
+        fine = pool.submit(math_equal.verify, "$\\frac{3}{4}$", "0.75")
+        assert stuck.result().reason == "timeout after 2.0s"
+        assert fine.result().reward == 1.0
+
+
+def _verify_in_a_child(completion: str) -> tuple[float | None, str | None]:
+    with MathEqual(timeout=2.0, workers=1) as verifier:
+        verdict = verifier.verify(completion, "1")
+    return verdict.reward, verdict.reason
+
+
+@pytest.mark.slow
+def test_the_deadline_holds_in_worker_processes() -> None:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
+        assert pool.submit(_verify_in_a_child, HANGS).result() == (None, "timeout after 2.0s")
+
+
+def test_close_leaves_no_worker_running() -> None:
+    verifier = MathEqual(timeout=10.0, workers=1)
+    assert verifier.verify("$\\frac{1}{2}$", "0.5").reward == 1.0
+    (pid,) = verifier.worker_pids
+    verifier.close()
+    assert not _alive(pid)
+
+
+def test_timeout_none_runs_math_verify_in_the_calling_thread() -> None:
+    verifier = MathEqual(timeout=None)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        verdict = pool.submit(verifier.verify, "$\\frac{3}{4}$", "0.75").result()
+    assert verdict.reward == 1.0
+    assert verifier.worker_pids == []
+
+
+def test_a_verifier_pickles_without_its_workers(math_equal: MathEqual) -> None:
+    math_equal.verify("$\\frac{1}{2}$", "0.5")
+    copy = pickle.loads(pickle.dumps(math_equal))
+    assert copy.worker_pids == []
+    assert copy.verify("#### 3", "3").reward == 1.0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"timeout": 0}, {"timeout": -1.0}, {"workers": 0}, {"on_timeout": "ignore"}],
+)
+def test_bad_options_are_refused(options: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=next(iter(options))):
+        MathEqual(**options)  # type: ignore[arg-type]
+
+
+def test_resolved_by_name_and_graded_through_the_one_path() -> None:
+    verifier = wai.verify.MathEqual()
+    assert isinstance(verifier, MathEqual)
+    assert isinstance(wai.verify.get("math_equal"), MathEqual)
+    row = {"prompt": "What is 9 * 2?", "final_text": "#### 18", "privileged": {"reference": "18"}}
+    graded = grade_row(row, as_scorer(verifier))
+    assert graded["reward"] == 1.0
+    assert graded["judge_name"] == "MathEqual"
+    assert graded["label_source"] == "verifier"
+    meta = graded["judge_meta"]
+    assert meta["name"] == "MathEqual"
+    assert meta["version"] == verifier.version
+    assert meta["math_verify"] == __import__("importlib.metadata").metadata.version("math-verify")
