@@ -16,8 +16,8 @@ another user. Each run reads one job (JSON) from a pipe while still privileged, 
    namespace, including daemonised grandchildren;
 3. the program's process drops to the job's unprivileged uid, applies the resource limits, runs the
    candidate program and the tests in one module namespace, and reports the outcome on a pipe;
-4. this (outer) process waits for it and writes one JSON record with the exit status, CPU time
-   and the outcome to the result file descriptor, for the runner.
+4. the init waits for it, kills and reaps whatever is left in the namespace, and writes one JSON
+   record with the exit status, CPU time and the outcome to the result pipe, for the runner.
 
 Each step that the machine does not allow is skipped and named in the record, so the runner
 can say what isolation the result had.
@@ -48,6 +48,7 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 # Directories anyone may write to: covered inside the sandbox so nothing it writes there
 # reaches the host.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
@@ -270,7 +271,7 @@ def child_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> No
     try:
         os.chdir(job["workdir"])
         drop_privileges(job, notes)
-        # Set after the uid change, which clears it: if the outer process is killed, so is this.
+        # Set after the uid change, which clears it: if the init is killed, so is this.
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         apply_limits(job)
         setup = {"status": "started", "notes": notes, "nonce": job["nonce"]}
@@ -328,61 +329,65 @@ def run_job(network: str, job_fd: int, stdout_fd: int, stderr_fd: int, result_fd
         refusal = {"nonce": job["nonce"], "exit_code": None, "notes": notes, "refused": True}
         os.write(result_fd, json.dumps(refusal).encode())
         return
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        os.close(result_fd)
-        init_main(job, write_end, notes)
-    os.close(write_end)
-    # The reports are a few short lines, well inside a pipe's buffer, so no writer blocks on
-    # them and it is safe to wait first.
-    _, status, usage = os.wait4(pid, 0)
-    reports = _read_available(read_end)
-    record: dict[str, Any] = {
-        "nonce": job["nonce"],
-        "exit_code": None,
-        "init_exit_code": os.waitstatus_to_exitcode(status),
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
-        "max_rss_kb": usage.ru_maxrss,
-        "notes": notes,
-        "reports": reports.decode("utf-8", "replace")[-20000:],
-    }
-    for line in record["reports"].splitlines():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            report = json.loads(line)
-            if report.get("status") == "exited" and report.get("init_nonce") == job["init_nonce"]:
-                record.update(exit_code=report["exit_code"], cpu_seconds=report["cpu_seconds"])
-                record["max_rss_kb"] = report["max_rss_kb"]
-    os.write(result_fd, json.dumps(record).encode())
-    os.close(result_fd)
+    if os.fork() == 0:
+        init_main(job, result_fd, notes)
+    # This process ends here: the init carries on as a child of the server, which reaps it, and
+    # writes the run's record itself, so no further hop is needed once the program ends.
 
 
-def init_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> None:
-    """The first process of the run's PID namespace: starts the program's process, reaps every
-    orphan (so none lingers as a zombie counting against the process limit), and reports the
-    program's exit status. When it exits, the kernel kills whatever the program left behind.
-    Never returns."""
-    init_nonce = job.pop("init_nonce")
+def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str]) -> None:
+    """The first process of the run's PID namespace. Never returns.
+
+    It starts the program's process and waits for it; then, inside its own namespace, kills
+    every process left (``kill(-1)`` from a namespace's init reaches only that namespace) and
+    reaps them all, so when it writes the record and its end closes the result pipe, nothing of
+    the run is alive. A backstop alarm kills the run if the runner that set the deadline is gone.
+    """
     status = 0
     try:
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        contained = os.getpid() == 1
+        read_end, write_end = os.pipe()
         program_pid = os.fork()
         if program_pid == 0:
-            child_main(job, report_fd, notes)
+            os.close(read_end)
+            os.close(result_fd)
+            child_main(job, write_end, notes)
+        os.close(write_end)
+
+        def backstop(signum: int, frame: Any) -> None:
+            if contained:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+
+        signal.signal(signal.SIGALRM, backstop)
+        signal.setitimer(signal.ITIMER_REAL, float(job["limits"]["timeout"]) + 2.0)
         while True:
             pid, wait_status, usage = os.wait4(-1, 0)
             if pid == program_pid:
                 break
-        exited = {
-            "status": "exited",
-            "init_nonce": init_nonce,
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if contained:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                while True:
+                    os.wait()
+        # The reports are a few short lines, well inside a pipe's buffer, so no writer blocked
+        # on them and they are all there now.
+        reports = _read_available(read_end)
+        record: dict[str, Any] = {
+            "nonce": job["nonce"],
             "exit_code": os.waitstatus_to_exitcode(wait_status),
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "max_rss_kb": usage.ru_maxrss,
+            "contained": contained,
+            "notes": notes,
+            "reports": reports.decode("utf-8", "replace")[-20000:],
         }
-        os.write(report_fd, (json.dumps(exited) + "\n").encode())
+        os.write(result_fd, json.dumps(record).encode())
     except BaseException:
+        traceback.print_exc()
         status = 70
     finally:
         os._exit(status)
@@ -392,12 +397,14 @@ def serve(control_fd: int, network_policy: str) -> None:
     """Fork one run per request until the control socket closes.
 
     A request is the word ``run`` with four file descriptors (job pipe, stdout, stderr, result
-    pipe); the reply is the run's pid, with a pidfd for it when it is still alive. Forking this
-    warm interpreter costs a few milliseconds where starting a new one costs tens. The server is
-    single-threaded (so forking it is safe) and lets the kernel reap its children.
+    pipe); the reply is the run's pid (its session id). Forking this warm interpreter costs a
+    few milliseconds where starting a new one costs tens. The server is single-threaded (so
+    forking it is safe), is the subreaper of its runs' orphaned inits, and lets the kernel reap
+    all its children.
     """
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     network = isolate_network(network_policy)
     control = socket.socket(fileno=control_fd)
     while True:
@@ -428,13 +435,7 @@ def serve(control_fd: int, network_policy: str) -> None:
                 os._exit(status)
         for fd in fds:
             os.close(fd)
-        try:
-            pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            control.send(struct.pack("q", pid))
-        else:
-            socket.send_fds(control, [struct.pack("q", pid)], [pidfd])
-            os.close(pidfd)
+        control.send(struct.pack("q", pid))
 
 
 if __name__ == "__main__":

@@ -236,8 +236,8 @@ class SandboxServer:
         self._finalizer = weakref.finalize(self, _stop_server, proc, ours)
         return ours
 
-    def spawn(self, fds: list[int]) -> tuple[int, int | None]:
-        """Fork a run holding ``fds`` (job, stdout, stderr, result); its pid and a pidfd."""
+    def spawn(self, fds: list[int]) -> int:
+        """Fork a run holding ``fds`` (job, stdout, stderr, result); its pid."""
         with self._lock:
             for attempt in range(2):
                 control = self._control
@@ -246,7 +246,7 @@ class SandboxServer:
                     control = self._start()
                 try:
                     socket.send_fds(control, [b"run"], fds)
-                    reply, pidfds, _, _ = socket.recv_fds(control, 64, 1)
+                    reply = control.recv(64)
                 except OSError:
                     if attempt:
                         raise
@@ -260,7 +260,7 @@ class SandboxServer:
                 (pid,) = struct.unpack("q", reply)
                 if pid < 0:
                     raise OSError("the sandbox server refused the request")
-                return pid, (pidfds[0] if pidfds else None)
+                return int(pid)
         raise OSError("the sandbox server could not be started")
 
     def _discard(self) -> None:
@@ -301,10 +301,10 @@ def run_sandboxed(
         "workdir": workdir,
         "uid": uid,
         "nonce": nonce,
-        "init_nonce": secrets.token_hex(16),
         "network": limits.network,
         "nproc_offset": 0 if uid is not None else _nproc_offset(),
         "limits": {
+            "timeout": limits.timeout,
             "cpu_time": limits.cpu_seconds,
             "memory_mb": limits.memory_mb,
             "max_file_mb": limits.max_file_mb,
@@ -318,7 +318,6 @@ def run_sandboxed(
     leftovers = 0
     error = None
     pid: int | None = None
-    pidfd: int | None = None
     ours: list[int] = []
     try:
         job_read, job_write = os.pipe()
@@ -327,58 +326,38 @@ def run_sandboxed(
         result_read, result_write = os.pipe()
         ours = [job_write, out_read, err_read, result_read]
         theirs = [job_read, out_write, err_write, result_write]
+        # The job goes into its pipe before the run is forked, so the run need not wait for
+        # this thread to hear back from the server; only a job larger than the pipe's buffer
+        # is finished afterwards.
+        payload = memoryview(json.dumps(job).encode())
+        os.set_blocking(job_write, False)
+        with contextlib.suppress(BlockingIOError):
+            payload = payload[os.write(job_write, payload) :]
         try:
-            pid, pidfd = server.spawn(theirs)
+            pid = server.spawn(theirs)
         finally:
             for fd in theirs:
                 os.close(fd)
-        with contextlib.suppress(BrokenPipeError), os.fdopen(job_write, "wb") as handle:
-            ours.remove(job_write)
-            handle.write(json.dumps(job).encode())
-        deadline = start + limits.timeout
+        os.set_blocking(job_write, True)
+        with contextlib.suppress(BrokenPipeError):
+            while payload:
+                payload = payload[os.write(job_write, payload) :]
+        ours.remove(job_write)
+        os.close(job_write)
         streams = {out_read: stdout, err_read: stderr, result_read: result}
-        with selectors.DefaultSelector() as selector:
-            for fd in streams:
-                os.set_blocking(fd, False)
-                selector.register(fd, selectors.EVENT_READ)
-            if pidfd is not None:
-                selector.register(pidfd, selectors.EVENT_READ)
-            # The run is over when its outer process exits; without a pidfd (it had already
-            # exited when the server asked) the result pipe's end says the same.
-            while pidfd is not None or result_read in selector.get_map():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                events = selector.select(remaining)
-                if any(key.fd == pidfd for key, _ in events):
-                    break
-                for key, _ in events:
-                    fd = int(key.fd)
-                    chunk = _read_chunk(fd)
-                    if chunk:
-                        streams[fd].add(chunk)
-                    elif chunk == b"":
-                        selector.unregister(fd)
-        if not timed_out:
-            _drain(streams)
+        # The run is over when its result pipe closes: the init that holds it closes it only
+        # after everything in the run's PID namespace is dead.
+        timed_out = not _pump(streams, result_read, start + limits.timeout)
         if timed_out or not _contained(_parse_record(bytes(result.data), nonce)):
-            # The outer process is spared for a moment: it reaps the program's process and
-            # reports its exit status and CPU time once that is killed.
-            leftovers = kill_leftovers(uid=uid, session=pid, spare=pid)
-            if pidfd is not None and not _wait_pidfd(pidfd, 1.0):
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                _wait_pidfd(pidfd, 5.0)
-            # Everything that could write is dead now: take what is left in the pipes.
-            _drain(streams)
+            leftovers = kill_leftovers(uid=uid, session=pid, spare=-1)
+            _pump(streams, result_read, time.monotonic() + 1.0)
+        # Everything that could write is dead now: take what is left in the pipes.
+        _drain(streams)
     except OSError as exc:
         error = f"could not run the sandbox: {exc}"
         if pid is not None:
             kill_leftovers(uid=uid, session=pid, spare=-1)
     finally:
-        if pidfd is not None:
-            os.close(pidfd)
         for fd in ours:
             os.close(fd)
         # Only a run without a mount namespace made its directory on the host.
@@ -412,19 +391,30 @@ def _drain(streams: dict[int, _Tail]) -> None:
 
 
 def _contained(record: dict[str, Any] | None) -> bool:
-    """Whether the run ended inside its own PID namespace, so that the kernel has already
-    killed everything it started (a namespace's processes die with its first process)."""
-    if record is None or record.get("exit_code") is None:
-        return False
-    notes = record.get("notes") or {}
-    return isinstance(notes, dict) and str(notes.get("namespaces", "")).startswith("created")
+    """Whether the run's init reported from PID 1 of its own namespace, where it killed and
+    reaped every process the program left before writing the record."""
+    return record is not None and record.get("contained") is True
 
 
-def _wait_pidfd(pidfd: int, seconds: float) -> bool:
-    """Whether the process behind ``pidfd`` has exited within ``seconds``."""
+def _pump(streams: dict[int, _Tail], until_closed: int, deadline: float) -> bool:
+    """Read the streams until ``until_closed`` reaches its end (True) or the deadline (False)."""
     with selectors.DefaultSelector() as selector:
-        selector.register(pidfd, selectors.EVENT_READ)
-        return bool(selector.select(seconds))
+        for fd in streams:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for key, _ in selector.select(remaining):
+                fd = int(key.fd)
+                chunk = _read_chunk(fd)
+                if chunk:
+                    streams[fd].add(chunk)
+                elif chunk == b"":
+                    if fd == until_closed:
+                        return True
+                    selector.unregister(fd)
 
 
 def _read_chunk(fd: int) -> bytes | None:
