@@ -162,3 +162,11 @@ def test_compare_runs_reads_runs_carrying_rows() -> None:
     assert report.delta == pytest.approx(wai.compare(arm(BASE), arm(TUNED)).delta)
     with pytest.raises(TypeError, match="run_a must be a list of rows"):
         wai.compare_runs(42, arm(TUNED))
+
+
+def test_a_bad_row_names_its_arm_and_index() -> None:
+    bad = [*arm(TUNED)[:1], {"task_id": "t1", "prompt": "p", "final_text": "a", "reward": 2}]
+    with pytest.raises(wai.RowError, match=r"arm b: row 1: reward is 2, outside \[0, 1\]"):
+        wai.compare(arm(BASE), bad)
+    with pytest.raises(wai.RowError, match="arm a: row 0: markers must be a mapping"):
+        wai.compare([{**arm(BASE)[0], "markers": [1, 2]}], arm(TUNED))

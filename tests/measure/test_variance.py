@@ -135,3 +135,11 @@ def test_holdout_size_rejects_what_it_cannot_size() -> None:
         wai.holdout_size(0.1, base=0.4, k=0)
     with pytest.raises(ValueError, match="no row has a binary reward"):
         wai.holdout_size(0.1, before=run_rows({"a": [0.5]}))
+
+
+def test_a_bad_row_names_its_run() -> None:
+    bad = [{"task_id": "a", "prompt": "a", "final_text": 3, "reward": 1}]
+    with pytest.raises(wai.RowError, match="run 2: row 0: final_text must be a string"):
+        wai.eval_variance(run_rows({"a": [1]}), bad, run_rows({"a": [0]}))
+    with pytest.raises(wai.RowError, match="before: row 0: final_text must be a string"):
+        wai.holdout_size(0.1, before=bad)

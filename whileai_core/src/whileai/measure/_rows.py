@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from whileai.measure.report import Report
-from whileai.simulations.schema import check_row, task_key
+from whileai.simulations.schema import RowError, check_row, task_key
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -123,32 +123,38 @@ def read_rows(
     # Bound methods as locals: this loop is the only per-row Python work a measurement does.
     index = index_of.get
     add_task, add_reward = row_task.append, row_reward.append
-    for i, row in enumerate(rows):
-        check_row(row, i)
-        key = task_key(row, i)
-        t = index(key)
-        if t is None:
-            t = index_of[key] = len(keys)
-            keys.append(key)
-        add_task(t)
-        reward = row.get("reward")
-        if reward is None or row.get("judge_status") in _UNJUDGED_STATUS:
-            add_reward(nan)
-        else:
-            add_reward(reward)
-        if with_cut:
-            row_cut.append(row.get("truncated") is True or not row["final_text"].strip())
-        if with_markers:
-            found = row.get("markers")
-            if found:
-                for name, value in found.items():
-                    if value is None:
-                        continue
-                    if name not in marker_task:
-                        marker_task[name] = []
-                        marker_value[name] = []
-                    marker_task[name].append(t)
-                    marker_value[name].append(float(value))
+    try:
+        for i, row in enumerate(rows):
+            check_row(row, i)
+            key = task_key(row, i)
+            t = index(key)
+            if t is None:
+                t = index_of[key] = len(keys)
+                keys.append(key)
+            add_task(t)
+            reward = row.get("reward")
+            if reward is None or row.get("judge_status") in _UNJUDGED_STATUS:
+                add_reward(nan)
+            else:
+                add_reward(reward)
+            if with_cut:
+                row_cut.append(row.get("truncated") is True or not row["final_text"].strip())
+            if with_markers:
+                found = row.get("markers")
+                if found:
+                    for name, value in found.items():
+                        if value is None:
+                            continue
+                        if name not in marker_task:
+                            marker_task[name] = []
+                            marker_value[name] = []
+                        marker_task[name].append(t)
+                        marker_value[name].append(float(value))
+    except RowError as exc:
+        # Name the arm or run too when a call reads more than one set of rows.
+        if what == "rows":
+            raise
+        raise RowError(f"{what}: {exc}") from None
     if not row_task:
         raise ValueError(f"{what} is empty: there is nothing to measure")
     n_tasks = len(keys)

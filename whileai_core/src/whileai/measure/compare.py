@@ -229,8 +229,8 @@ def _compare_rows(
     n_resamples: int,
     seed: Seed,
 ) -> CompareReport:
-    ta = read_rows(rows_a, what="a")
-    tb = read_rows(rows_b, what="b")
+    ta = read_rows(rows_a, what="arm a")
+    tb = read_rows(rows_b, what="arm b")
     shared = [m for m in ta.markers if m in tb.markers]
     headline = _headline_name(proxy, shared, ta, tb)
     metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), n_resamples, seed)}

@@ -120,7 +120,7 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
         runs = tuple(runs[0])
     if not runs:
         raise ValueError("eval_variance needs the runs: eval_variance(run_1, run_2, run_3)")
-    tables = [read_rows(rows_of(r, f"run {i}"), what=f"run {i}") for i, r in enumerate(runs)]
+    tables = [read_rows(rows_of(r, f"run {i}"), what=f"run {i}") for i, r in enumerate(runs, 1)]
     notes: list[str] = []
     metrics: dict[str, RunSpread] = {}
     names = ["reward", *sorted({m for t in tables for m in t.markers})]
