@@ -218,9 +218,9 @@ def _verdict(result: SandboxResult, limits: Limits, program: Program) -> Verdict
     if outcome is not None and outcome.get("status") == "failed":
         meta["phase"] = outcome.get("phase")
         return Verdict(0.0, _failure_reason(outcome, limits), meta=meta)
-    if result.record is None:
+    if not record.get("final"):
         return Verdict.error(
-            f"the sandbox ended without a report (exit code {result.exit_code}); "
+            f"the sandbox ended without a final report (exit code {result.exit_code}); "
             f"stderr: {result.stderr_tail[-300:]!r}",
             **meta,
         )

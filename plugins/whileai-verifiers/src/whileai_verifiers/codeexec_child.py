@@ -175,15 +175,13 @@ def host_workdir(job: dict[str, Any]) -> None:
         os.chown(job["workdir"], uid, uid)
 
 
-def drop_privileges(job: dict[str, Any], notes: dict[str, str]) -> None:
+def drop_privileges(job: dict[str, Any]) -> None:
     uid = job.get("uid")
     if uid is None:
-        notes["user"] = f"uid {os.getuid()} (not root, so not changed)"
         return
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
-    notes["user"] = f"uid {uid}"
 
 
 def apply_limits(job: dict[str, Any]) -> None:
@@ -270,12 +268,10 @@ def child_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> No
     status = 70
     try:
         os.chdir(job["workdir"])
-        drop_privileges(job, notes)
+        drop_privileges(job)
         # Set after the uid change, which clears it: if the init is killed, so is this.
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         apply_limits(job)
-        setup = {"status": "started", "notes": notes, "nonce": job["nonce"]}
-        os.write(report_fd, (json.dumps(setup) + "\n").encode())
         outcome = run_candidate(job)
         outcome["nonce"] = job["nonce"]
         os.write(report_fd, (json.dumps(outcome) + "\n").encode())
@@ -329,6 +325,10 @@ def run_job(network: str, job_fd: int, stdout_fd: int, stderr_fd: int, result_fd
         refusal = {"nonce": job["nonce"], "exit_code": None, "notes": notes, "refused": True}
         os.write(result_fd, json.dumps(refusal).encode())
         return
+    uid = job.get("uid")
+    notes["user"] = f"uid {uid}" if uid is not None else f"uid {os.getuid()} (not root, unchanged)"
+    # The isolation notes go out first, so the runner has them even if the run is killed.
+    os.write(result_fd, (json.dumps({"nonce": job["nonce"], "notes": notes}) + "\n").encode())
     if os.fork() == 0:
         init_main(job, result_fd, notes)
     # This process ends here: the init carries on as a child of the server, which reaps it, and
@@ -346,6 +346,10 @@ def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str]) -> Non
     status = 0
     try:
         contained = os.getpid() == 1
+        if not contained:
+            # Without a PID namespace, orphans (daemons included) are re-parented to this
+            # process instead of the host's init, so it can still end them.
+            _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         read_end, write_end = os.pipe()
         program_pid = os.fork()
         if program_pid == 0:
@@ -373,11 +377,14 @@ def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str]) -> Non
             with contextlib.suppress(ChildProcessError):
                 while True:
                     os.wait()
+        else:
+            end_descendants()
         # The reports are a few short lines, well inside a pipe's buffer, so no writer blocked
         # on them and they are all there now.
         reports = _read_available(read_end)
         record: dict[str, Any] = {
             "nonce": job["nonce"],
+            "final": True,
             "exit_code": os.waitstatus_to_exitcode(wait_status),
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "max_rss_kb": usage.ru_maxrss,
@@ -385,12 +392,44 @@ def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str]) -> Non
             "notes": notes,
             "reports": reports.decode("utf-8", "replace")[-20000:],
         }
-        os.write(result_fd, json.dumps(record).encode())
+        os.write(result_fd, (json.dumps(record) + "\n").encode())
     except BaseException:
         traceback.print_exc()
         status = 70
     finally:
         os._exit(status)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            # The command name may hold spaces and parentheses; the fields after it do not.
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == pid:
+                found.append(int(name))
+    return found
+
+
+def end_descendants() -> None:
+    """Kill and reap every descendant of this subreaper: each one killed hands its own children
+    to us, so repeating until none is left ends the whole tree, however it daemonised."""
+    me = os.getpid()
+    while True:
+        for pid in _children(me):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
 
 
 def serve(control_fd: int, network_policy: str) -> None:

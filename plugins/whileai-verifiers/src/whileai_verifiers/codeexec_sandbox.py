@@ -173,17 +173,21 @@ def _nproc_offset() -> int:
 
 
 def _parse_record(raw: bytes, nonce: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("nonce") != nonce:
-        return None
+    """The run's record: the isolation notes its first process wrote, merged with what its init
+    wrote at the end (absent when the run was killed)."""
+    record: dict[str, Any] | None = None
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            part = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(part, dict) and part.get("nonce") == nonce:
+            record = {**(record or {}), **part}
     return record
 
 
 def _reports(record: dict[str, Any], nonce: str) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """The notes the program's process wrote when it started, and its authenticated outcome."""
+    """The run's isolation notes, and the outcome the program's process reported."""
     notes: dict[str, str] = dict(record.get("notes") or {})
     outcome = None
     for line in str(record.get("reports", "")).splitlines():
@@ -191,14 +195,9 @@ def _reports(record: dict[str, Any], nonce: str) -> tuple[dict[str, str], dict[s
             report = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(report, dict):
-            continue
-        if report.get("nonce") != nonce:
-            continue
-        if report.get("status") == "started" and isinstance(report.get("notes"), dict):
-            notes.update(report["notes"])
-        elif report.get("status") != "exited" and outcome is None:
+        if isinstance(report, dict) and report.get("nonce") == nonce:
             outcome = report
+            break
     return notes, outcome
 
 
@@ -393,7 +392,7 @@ def _drain(streams: dict[int, _Tail]) -> None:
 def _contained(record: dict[str, Any] | None) -> bool:
     """Whether the run's init reported from PID 1 of its own namespace, where it killed and
     reaped every process the program left before writing the record."""
-    return record is not None and record.get("contained") is True
+    return record is not None and record.get("final") is True and record.get("contained") is True
 
 
 def _pump(streams: dict[int, _Tail], until_closed: int, deadline: float) -> bool:
