@@ -8,6 +8,7 @@ of /proc for the run's uid and session, since psutil is not a dependency).
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import uuid
 from collections.abc import Iterator
@@ -332,3 +333,12 @@ def test_runs_as_an_unprivileged_user_that_cannot_read_root_files(code: CodeExec
     uid_line, _ = verdict.meta["stdout_tail"].split()
     assert int(uid_line) == verdict.meta["uid"] != 0
     assert verdict.meta["user"] == f"uid {verdict.meta['uid']}"
+
+
+def test_a_pickled_verifier_grades_with_its_own_server() -> None:
+    with CodeExec(timeout=2.0, memory_mb=512) as original:
+        copy = pickle.loads(pickle.dumps(original))
+    with copy:
+        verdict = copy.verify("x = 2", "assert x == 2")
+    assert verdict.reward == 1.0
+    assert verdict.meta["limits"]["memory_mb"] == 512

@@ -9,17 +9,33 @@ program is put together from the completion and the reference is in ``codeexec_p
 Isolation, when the process runs as root (the common case in containers):
 
 - the program runs as an unprivileged uid of its own (one per concurrent run, see
-  ``codeexec_sandbox``), so it can write only its fresh temporary working directory, which is
-  removed afterwards, and cannot signal anything but itself;
-- new network, mount and PID namespaces: no network but a down loopback, /tmp, /var/tmp,
-  /dev/shm and unreadable directories covered by empty read-only filesystems, and everything it
-  starts dies with it;
-- kernel limits on CPU time, address space, process count and file size, plus a wall timeout;
-- at the end every remaining process of its uid and its session is killed.
+  ``codeexec_sandbox``), so it cannot write outside its working directory, read what only root
+  may read, or signal any process but its own;
+- its working directory is a fresh tmpfs (4 x ``max_file_mb``) that exists only inside the run's
+  mount namespace and vanishes with it; /tmp, /var/tmp, /dev/shm and unreadable directories such
+  as /root are covered by empty root-owned filesystems there;
+- no network: the sandbox server (one per verifier) lives in a network namespace of its own with
+  only a loopback that is down and that no run may bring up. Runs of one verifier share that
+  namespace (creating one per run costs more than the rest of a run), so concurrent runs could
+  in principle reach each other through abstract Unix sockets, but nothing else;
+- a PID namespace per run: its init kills and reaps every process the program left (a child
+  that ignores SIGTERM, a daemonised grandchild) before it reports;
+- kernel limits on CPU time, address space, process count and file size, plus a wall timeout
+  enforced by the caller's thread with ``select`` (no signals, so any thread may call);
+- afterwards, if the run was killed or not contained, every process of its uid and its session
+  is sent SIGKILL.
 
-Without root the limits, the working directory and the session kill still apply; the network
-and filesystem are shared, and ``meta["network"]`` / ``meta["filesystem"]`` say so. With
-``network="require"`` a run that cannot be isolated is refused (status "error") instead.
+Without root, the limits, the wall timeout and the end of every descendant (the run's init is a
+subreaper, so even a daemon that called setsid() is reached) still apply; the network and
+filesystem are shared and the working directory is a host temporary directory removed
+afterwards; ``meta["network"]`` and ``meta["filesystem"]`` say so. With ``network="require"``
+a run that cannot be isolated is refused (status "error") instead.
+
+The verdict's meta: ``exit_code`` and ``signal`` of the program's process, ``duration`` (wall
+seconds), ``cpu_seconds``, ``limits``, ``network``, ``filesystem``, ``user``, ``uid``,
+``session`` (the run's session id), ``program`` (how the program was assembled),
+``stderr_tail`` / ``stdout_tail`` (the last 2,000 characters), ``leftovers_killed`` and, for a
+failure, ``phase`` ("program" or "tests").
 
 Passing is reported through a pipe with a per-run secret, so a program that exits early
 (``os._exit(0)``) before the tests ran does not pass. This guards against accidents and naive
@@ -62,6 +78,16 @@ class CodeExec:
 
     name = "CodeExec"
     version = __version__
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A verifier handed to another process starts its own sandbox server there.
+        state = dict(self.__dict__)
+        del state["_server"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._server = SandboxServer(self.python, self.limits.network)
 
     def __init__(
         self,

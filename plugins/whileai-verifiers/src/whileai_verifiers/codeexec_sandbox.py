@@ -216,6 +216,7 @@ class SandboxServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._finalizer: Any = None
+        self._owner = os.getpid()
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -239,6 +240,15 @@ class SandboxServer:
         """Fork a run holding ``fds`` (job, stdout, stderr, result); its pid."""
         with self._lock:
             for attempt in range(2):
+                if self._owner != os.getpid():
+                    # Forked from the process that started the server: that server is not ours
+                    # to use or stop; drop our copy of its socket and start one of our own.
+                    if self._control is not None:
+                        self._control.close()
+                    if self._finalizer is not None:
+                        self._finalizer.detach()
+                    self._proc = self._control = self._finalizer = None
+                    self._owner = os.getpid()
                 control = self._control
                 if control is None or self._proc is None or self._proc.poll() is not None:
                     self._discard()
