@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+
 from whileai.backends import Backend, BackendError, Completion, resolve_backend
 from whileai.plugins import Registry
 from whileai_local.backend import LocalBackend

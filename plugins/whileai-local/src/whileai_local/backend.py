@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
-from whileai.backends import BackendError, Completion, Sampling, ToolCall
 
+from whileai.backends import BackendError, Completion, Sampling, ToolCall
 from whileai_local.contexts import DEFAULT_N_CTX, ContextKey, ContextPool, context_pool
 from whileai_local.messages import check_tools, normalize
 from whileai_local.model_file import ModelFile

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from whileai.hookspecs import Register, hookimpl
-
 from whileai_local.backend import LocalBackend
 from whileai_local.contexts import DEFAULT_N_CTX, default_pool_size
 from whileai_local.model_file import SMOLLM2, find_model_file
