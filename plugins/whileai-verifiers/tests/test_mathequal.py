@@ -46,6 +46,8 @@ def _alive(pid: int) -> bool:
         "Answer: 18",
         "\\boxed{18}",
         "so she pays 3 * 6 = 18 dollars",
+        "The answer is **18**.",
+        "18 cm",
     ],
 )
 def test_gsm8k_style_answers_equal_the_gold_number(completion: str) -> None:
@@ -57,7 +59,14 @@ def test_gsm8k_style_answers_equal_the_gold_number(completion: str) -> None:
 
 @pytest.mark.parametrize(
     ("completion", "reference"),
-    [("1,000", "1000"), ("#### 1,000", "1000"), ("$1,450,000", "1,450,000"), ("-5", "-5")],
+    [
+        ("1,000", "1000"),
+        ("#### 1,000", "1000"),
+        ("$1,450,000", "1,450,000"),
+        ("-5", "-5"),
+        ("70e3", "70,000"),
+        ("1.5e-3", "0.0015"),
+    ],
 )
 def test_thousands_separators_and_signs_on_the_fast_path(completion: str, reference: str) -> None:
     assert MathEqual().verify(completion, reference).reward == 1.0
@@ -75,6 +84,12 @@ def test_thousands_separators_and_signs_on_the_fast_path(completion: str, refere
 def test_a_different_number_is_not_equal_and_says_both(completion: str, reason: str) -> None:
     verdict = MathEqual().verify(completion, "18")
     assert (verdict.reward, verdict.status, verdict.reason) == (0.0, "ok", reason)
+
+
+def test_a_power_written_with_stars_is_not_read_as_bold(math_equal: MathEqual) -> None:
+    verdict = math_equal.verify("3**2", "9")
+    assert verdict.meta["path"] == "math-verify"
+    assert verdict.reward == 1.0
 
 
 def test_exact_decimals_do_not_round() -> None:

@@ -85,9 +85,9 @@ def whole_number(text: str) -> NumberToken | None:
 
 
 def plain_decimal(text: str) -> Decimal | None:
-    """``text`` as an exact decimal when it is a plainly written number (no %, no exponent)."""
+    """``text`` as an exact decimal when it is a plainly written number (no %)."""
     token = whole_number(text)
-    if token is None or token.percent or token.exponent:
+    if token is None or token.percent:
         return None
     return token.value
 
@@ -105,6 +105,8 @@ _UNSAFE_BEFORE = set("/^\\{_*.,")
 _UNSAFE_AFTER = set("/^\\}_*(,.")
 _ANSWER_ANCHOR = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*:?", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
+# Markdown bold around an answer ("**18**"); not "3**2", a power.
+_BOLD = re.compile(r"(?<![\w*])\*\*([^*\n]+)\*\*(?![\w*])")
 
 
 def _isolated(region: str, token: NumberToken) -> bool:
@@ -126,10 +128,13 @@ def plain_answer(text: str) -> Decimal | None:
     """The final number of an answer written the GSM8K way, or None when it is not that simple.
 
     Where the answer is: after the last ``####``; else inside the last ``\\boxed{}``; else after
-    the last "answer is" / "answer:"; else the last number of the text. None (ask math-verify)
-    when that number is a percentage, has an exponent, or sits in a fraction, power, LaTeX group
-    or digit group, or when the region holds LaTeX commands.
+    the last "answer is" / "answer:"; else the last number of the text. Markdown bold is read
+    through. None (ask math-verify) when that number is a percentage or sits in a fraction,
+    power, LaTeX group or digit group, or when the region holds LaTeX commands. ``1.5e3`` is
+    1500 (math-verify reads it as 1.5).
     """
+    if "**" in text:
+        text = _BOLD.sub(r"\1", text)
     if "####" in text:
         region, first = text.rsplit("####", 1)[1], True
     elif "\\boxed" in text:
@@ -149,6 +154,6 @@ def plain_answer(text: str) -> Decimal | None:
     if not tokens:
         return None
     token = tokens[0] if first else tokens[-1]
-    if token.percent or token.exponent or not _isolated(region, token):
+    if token.percent or not _isolated(region, token):
         return None
     return token.value

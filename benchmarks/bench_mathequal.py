@@ -1,0 +1,122 @@
+"""MathEqual against math-verify called directly, on the same labelled pairs.
+
+    python3 dev.py bench bench_mathequal            # all 1,372 pairs
+    python3 dev.py bench bench_mathequal --quick    # every 10th pair
+
+The pairs (benchmarks/data/mathequal_pairs.jsonl, see make_mathequal_pairs.py there) are GSM8K
+answers written in many forms and LaTeX equivalences and non-equivalences, each labelled equal
+or not. For each side it prints agreement with the labels, then pairs per second, for the
+GSM8K-style answers and for the LaTeX ones. math-verify is called as its README shows,
+``verify(parse(gold), parse(answer))`` with its default (signal-based) timeouts, in the main
+thread where those work; MathEqual runs with its defaults (a 5 s deadline enforced by worker
+processes, which work in any thread). Both are warmed up on a pair outside the set first, so
+neither pays its import or worker start-up inside the timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import ratio_line, timed
+
+DATA = Path(__file__).resolve().parent / "data" / "mathequal_pairs.jsonl"
+TARGET_GSM8K_SPEEDUP = 3.0
+
+
+def load(quick: bool) -> list[dict[str, Any]]:
+    pairs = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
+    return pairs[::10] if quick else pairs
+
+
+def math_verify_direct() -> Callable[[str, str], bool | None]:
+    from math_verify import parse, verify
+
+    def judge(completion: str, reference: str) -> bool | None:
+        return bool(verify(parse(f"${reference}$"), parse(completion)))
+
+    return judge
+
+
+def math_equal() -> tuple[Callable[[str, str], bool | None], Any]:
+    from whileai_verifiers.mathequal import MathEqual
+
+    verifier = MathEqual()
+
+    def judge(completion: str, reference: str) -> bool | None:
+        verdict = verifier.verify(completion, reference)
+        return None if verdict.reward is None else verdict.reward == 1.0
+
+    return judge, verifier
+
+
+def run(judge: Callable[[str, str], bool | None], pairs: list[dict[str, Any]]) -> list[Any]:
+    return [judge(p["completion"], p["reference"]) for p in pairs]
+
+
+def agreement(decisions: list[Any], pairs: list[dict[str, Any]]) -> float:
+    right = sum(d is p["equal"] for d, p in zip(decisions, pairs, strict=True))
+    return right / len(pairs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every 10th pair")
+    parser.add_argument("--show", type=int, default=8, help="disagreements to list per side")
+    args = parser.parse_args()
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+    pairs = load(args.quick)
+    ours, verifier = math_equal()
+    peer = math_verify_direct()
+    for judge in (ours, peer):
+        judge("$\\frac{1}{3}$", "\\frac{2}{6}")
+        judge("#### 7", "7")
+
+    print(f"MathEqual vs math-verify: {len(pairs)} labelled pairs ({DATA.name})")
+    for kind in ("gsm8k", "latex", "all"):
+        subset = [p for p in pairs if kind in ("all", p["kind"])]
+        ours_t = timed("MathEqual", functools.partial(run, ours, subset))
+        peer_t = timed("math-verify", functools.partial(run, peer, subset))
+        ours_agree = agreement(ours_t.result, subset)
+        peer_agree = agreement(peer_t.result, subset)
+        print(f"\n[{kind}] {len(subset)} pairs")
+        print(
+            f"  agreement with labels: MathEqual {ours_agree:.1%}  math-verify {peer_agree:.1%}"
+            f"  ({'met' if ours_agree >= peer_agree else 'NOT met'}: at least as high)"
+        )
+        target = TARGET_GSM8K_SPEEDUP if kind == "gsm8k" else None
+        print(
+            "  "
+            + ratio_line(
+                "pairs",
+                ours_t.rate(len(subset)),
+                peer_t.rate(len(subset)),
+                "math-verify",
+                target=target,
+            )
+        )
+        if kind == "all":
+            for name, decisions in (("MathEqual", ours_t.result), ("math-verify", peer_t.result)):
+                wrong = [
+                    (p, d) for p, d in zip(subset, decisions, strict=True) if d is not p["equal"]
+                ]
+                print(f"  {name} disagrees with the label on {len(wrong)}:")
+                for p, d in wrong[: args.show]:
+                    print(
+                        f"    label {p['equal']!s:5} said {d!s:5} [{p['form']}] "
+                        f"{p['reference']!r} vs {p['completion'][:60]!r}"
+                    )
+    verifier.close()
+
+
+if __name__ == "__main__":
+    main()
