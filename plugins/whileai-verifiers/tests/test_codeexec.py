@@ -13,7 +13,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -187,13 +187,13 @@ def test_bad_arguments_raise_naming_what_was_wrong(code: CodeExec) -> None:
     with pytest.raises(ValueError, match="timeout must be a positive number, got 0"):
         CodeExec(timeout=0)
     with pytest.raises(ValueError, match="network must be one of isolate, require, allow"):
-        CodeExec(network="off")
+        CodeExec(network=cast(Any, "off"))
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         CodeExec(workers=0)
     with pytest.raises(ValueError, match="reference mapping lacks 'entry_point'"):
         code.verify("x = 1", {"test": "def check(c): pass"})
     with pytest.raises(TypeError, match="completion must be a string, got int"):
-        code.verify(3, "pass")
+        code.verify(cast(Any, 3), "pass")
     with pytest.raises(ValueError, match=r"pairs\[1\]: reference is an empty string"):
         code.verify_many([("x = 1", "pass"), ("x = 1", "  ")])
 
