@@ -1,0 +1,630 @@
+"""Find rows whose prompt overlaps a benchmark: n-gram matching after normalisation.
+
+The convention is GPT-3's (Brown et al. 2020, appendix C), the one lm-evaluation-harness's
+``Janitor`` implements: lower-case, delete ASCII punctuation, split on whitespace, and call two
+texts overlapping when they share a 13-gram of those tokens. A row is contaminated when any of
+its ``fields`` shares an n-gram with any item of ``against``.
+
+Where this differs from the ``Janitor`` (python mode), on purpose:
+
+- Text shorter than ``n`` tokens. GPT-3 flags "examples that overlap with the whole example
+  when it is shorter than 13-grams"; the Janitor forms no n-gram from such text, so it never
+  matches. Here a source item with ``min_n <= length < n`` tokens is matched as one whole
+  sequence (a row contains it), and a row field that short is matched whole against the source
+  items (a source item contains it). Below ``min_n`` tokens (GPT-3's floor of 8, set "due to
+  spurious collisions at lower values of N") text is not compared at all and the report counts
+  it. ``min_n=n`` gives the Janitor's behaviour.
+- Text is normalised before it is split, on both sides. The Janitor normalises the benchmark
+  that way but, on the text it checks, splits first and normalises each n-gram after, so a
+  token made only of punctuation (a lone ``-`` or ``=``) leaves an empty token that no
+  benchmark n-gram contains, and the window around it is never flagged. Here that token
+  vanishes, as appendix C's normalisation implies, so such text is flagged.
+- Lower-casing is Unicode-aware (``str.lower``); the Janitor lower-cases ASCII letters only.
+
+Speed comes from hashing whole token tuples into one dict built once from ``against``: a row
+costs one ``str.translate``, one ``split``, and a C-level membership scan of its n-grams.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from whileai.measure.report import Report, table
+from whileai.simulations.schema import RowError
+
+DEFAULT_N = 13
+# GPT-3 appendix C: "Due to spurious collisions at lower values of N we use a minimum value of 8".
+DEFAULT_MIN_N = 8
+
+_DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_PUNCTUATION_BYTES = string.punctuation.encode("ascii")
+_SINGLE_SOURCE = "against"
+
+Gram = tuple[str, ...]
+
+# Whitespace as str.split() sees it, in UTF-8: the ASCII bytes, and the multi-byte sequences
+# of the other Unicode spaces, found by their lead byte and checked in full.
+_ASCII_SPACE = np.zeros(256, dtype=np.bool_)
+_ASCII_SPACE[[0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20]] = True
+_SEPARATOR = "\x1e"
+_SPACE_LEADS = np.zeros(256, dtype=np.bool_)
+_SPACE_LEADS[[0xC2, 0xE1, 0xE2, 0xE3]] = True
+
+
+def _normalize_bytes(text: str) -> bytes:
+    # bytes.translate is several times faster than str.translate; deleting ASCII bytes from
+    # UTF-8 is safe, since no byte of a multi-byte sequence is ASCII.
+    return text.lower().encode("utf-8", "surrogatepass").translate(None, _PUNCTUATION_BYTES)
+
+
+def normalize_tokens(text: str) -> list[str]:
+    """Lower-case, delete ASCII punctuation, split on whitespace (as ``str.split`` does)."""
+    return _normalize_bytes(text).decode("utf-8", "surrogatepass").split()
+
+
+def _grams(tokens: Sequence[str], n: int) -> Iterable[Gram]:
+    return zip(*(tokens[i:] for i in range(n)), strict=False)
+
+
+@attrs.frozen
+class Match:
+    """One source item a row overlaps, and the first shared n-gram (normalised, in row order)."""
+
+    source: str
+    item: int
+    field: str
+    ngram: str
+
+
+@attrs.frozen
+class DecontaminationReport(Report):
+    """What ``decontaminate`` found. ``clean`` and ``contaminated`` are the rows themselves."""
+
+    title = "decontaminate"
+
+    n: int
+    min_n: int
+    fields: tuple[str, ...]
+    n_rows: int
+    n_clean: int
+    n_contaminated: int
+    clean: list[Mapping[str, Any]] = attrs.field(repr=False)
+    contaminated: list[Mapping[str, Any]] = attrs.field(repr=False)
+    clean_indices: list[int]
+    contaminated_indices: list[int]
+    matches: dict[int, list[Match]]
+    per_source: dict[str, int]
+    source_items: dict[str, int]
+    rows_too_short: list[int]
+    source_items_too_short: dict[str, int]
+    notes: list[str]
+
+    @property
+    def contaminated_share(self) -> float:
+        return self.n_contaminated / self.n_rows if self.n_rows else 0.0
+
+    def _lines(self) -> list[str]:
+        lines = [
+            f"  {self.n_contaminated} of {self.n_rows} rows overlap a source "
+            f"({self.n}-grams on {', '.join(self.fields)}); {self.n_clean} clean",
+        ]
+        body = [
+            (name, self.source_items[name], self.per_source.get(name, 0))
+            for name in self.source_items
+        ]
+        lines.extend(table(("source", "items", "rows matched"), body))
+        for index in self.contaminated_indices[:3]:
+            first = self.matches[index][0]
+            lines.append(
+                f"  row {index} ~ {first.source}[{first.item}] ({first.field}): {first.ngram!r}"
+            )
+        if self.n_contaminated > 3:
+            lines.append(f"  ... {self.n_contaminated - 3} more in .matches")
+        return lines
+
+
+@attrs.define
+class _Index:
+    """The source items' texts, tokenised and hashed once, each n-gram found by its hash and
+    confirmed against the source tokens it came from."""
+
+    n: int
+    min_n: int
+    owners: list[tuple[str, int]] = attrs.Factory(list)
+    texts: list[str] = attrs.Factory(list)
+    text_owner: list[int] = attrs.Factory(list)
+    tokens: _Tokens | None = None
+    # window length -> hashed grams: n, and each shorter length a whole item has.
+    hashed: dict[int, _HashSet] = attrs.Factory(dict)
+    # Lazily built k-gram tables (k < n) of all items, for row fields shorter than n.
+    all_k: dict[int, dict[Gram, list[int]]] = attrs.Factory(dict)
+    _words: dict[int, Gram] = attrs.Factory(dict)
+
+    def add(self, source: str, item: int, texts: Iterable[str]) -> None:
+        owner = len(self.owners)
+        self.owners.append((source, item))
+        for text in texts:
+            self.texts.append(text)
+            self.text_owner.append(owner)
+
+    def freeze(self) -> npt.NDArray[np.bool_]:
+        """Hash every gram; return, per item, whether any of its texts is long enough to match."""
+        tokens = self.tokens = _Tokens.of(self.texts)
+        owner_of_text = np.asarray(self.text_owner, dtype=np.int64)
+        counts = tokens.counts
+        usable = np.zeros(len(self.owners), dtype=np.bool_)
+        usable[owner_of_text[counts >= self.min_n]] = True
+        lengths = {int(k) for k in np.unique(counts[(counts >= self.min_n) & (counts < self.n)])}
+        if (counts >= self.n).any():
+            lengths.add(self.n)
+        for k in sorted(lengths):
+            windows = _poly_windows(tokens.hashes, k)
+            if k == self.n:
+                positions = np.arange(len(windows))
+                inside = tokens.text_of[positions] == tokens.text_of[positions + k - 1]
+                positions = positions[inside]
+            else:  # items shorter than n: the one window that is the whole text
+                positions = tokens.first[counts == k]
+            owners = owner_of_text[tokens.text_of[positions]]
+            self.hashed[k] = _HashSet.build(windows[positions], owners, positions)
+        return usable
+
+    def words(self, position: int, k: int) -> Gram:
+        gram = self._words.get(position)
+        if gram is None or len(gram) != k:
+            assert self.tokens is not None
+            gram = self._words[position] = self.tokens.words(position, k)
+        return gram
+
+    def k_grams(self, k: int) -> dict[Gram, list[int]]:
+        table_ = self.all_k.get(k)
+        if table_ is None:
+            assert self.tokens is not None
+            table_ = {}
+            for t, owner in enumerate(self.text_owner):
+                count = int(self.tokens.counts[t])
+                if count < k:
+                    continue
+                words = self.tokens.words(int(self.tokens.first[t]), count)
+                for gram in _grams(words, k):
+                    held = table_.get(gram)
+                    if held is None:
+                        table_[gram] = [owner]
+                    elif held[-1] != owner:
+                        held.append(owner)
+            self.all_k[k] = table_
+        return table_
+
+
+# An odd multiplier: the polynomial hash of a window of token hashes, modulo 2**64. A collision
+# only costs a token-by-token comparison that then fails; it never produces a match.
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _poly_rows(matrix: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    out = matrix[:, 0].copy()
+    for j in range(1, matrix.shape[1]):
+        out *= _MULTIPLIER
+        out += matrix[:, j]
+    return out
+
+
+def _poly_windows(hashes: npt.NDArray[np.uint64], k: int) -> npt.NDArray[np.uint64]:
+    """The same hash as ``_poly_rows`` for every window of ``k`` consecutive tokens."""
+    count = hashes.shape[0] - k + 1
+    out = hashes[:count].copy()
+    for j in range(1, k):
+        out *= _MULTIPLIER
+        out += hashes[j : j + count]
+    return out
+
+
+def _mix(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finaliser: spreads a token's polynomial hash over all 64 bits."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+@attrs.frozen
+class _Tokens:
+    """The normalised tokens of many texts, as byte spans of one buffer and 64-bit hashes;
+    no Python object per token, which is where a per-text ``split()`` spends its time."""
+
+    buffer: bytes
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+    hashes: npt.NDArray[np.uint64]
+    text_of: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64]
+    first: npt.NDArray[np.int64]  # index of each text's first token
+
+    def words(self, first: int, count: int) -> Gram:
+        """Tokens ``first`` .. ``first + count - 1`` as strings."""
+        span = self.buffer[self.starts[first] : self.ends[first + count - 1]]
+        return tuple(span.decode("utf-8", "surrogatepass").split())
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> _Tokens:
+        # One encode, lower and translate over all texts joined by a record separator (which
+        # str.split() counts as whitespace, so no token spans two texts). bytes.lower() is
+        # ASCII-only, so texts with other letters are lower-cased as str first.
+        joined = _SEPARATOR.join([t if t.isascii() else t.lower() for t in texts])
+        if joined.count(_SEPARATOR) == len(texts) - 1 or not texts:
+            buffer = joined.encode("utf-8", "surrogatepass").lower()
+            buffer = buffer.translate(None, _PUNCTUATION_BYTES)
+            seps = np.flatnonzero(np.frombuffer(buffer, dtype=np.uint8) == ord(_SEPARATOR))
+            text_starts = np.concatenate(([0], seps + 1)).astype(np.int64)
+        else:  # a text holds the separator itself: find the boundaries by length instead
+            parts = [_normalize_bytes(t) for t in texts]
+            lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+            text_starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
+            buffer = _SEPARATOR.encode("ascii").join(parts)
+        data = np.frombuffer(buffer + b"\n\n\n", dtype=np.uint8)
+        space = _ASCII_SPACE[data]
+        if not buffer.isascii():
+            _mark_unicode_spaces(data, space)
+        space[len(buffer) :] = True
+        edge = np.diff(space.astype(np.int8), prepend=np.int8(1))
+        starts = np.flatnonzero(edge == -1)
+        ends = np.flatnonzero(edge == 1)[: len(starts)]
+        hashes = _hash_spans(data, starts, ends - starts)
+        first_token = np.searchsorted(starts, text_starts, side="left")
+        counts = np.diff(first_token, append=len(starts)).astype(np.int64)
+        text_of = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+        return cls(buffer, starts, ends, hashes, text_of, counts, first_token.astype(np.int64))
+
+
+def _mark_unicode_spaces(data: npt.NDArray[np.uint8], space: npt.NDArray[np.bool_]) -> None:
+    lead = np.flatnonzero(_SPACE_LEADS[data[:-2]])
+    if not len(lead):
+        return
+    b0, b1, b2 = data[lead], data[lead + 1], data[lead + 2]
+    two = (b0 == 0xC2) & ((b1 == 0x85) | (b1 == 0xA0))
+    three = (
+        ((b0 == 0xE1) & (b1 == 0x9A) & (b2 == 0x80))
+        | (
+            (b0 == 0xE2)
+            & (b1 == 0x80)
+            & (((b2 >= 0x80) & (b2 <= 0x8A)) | (b2 == 0xA8) | (b2 == 0xA9) | (b2 == 0xAF))
+        )
+        | ((b0 == 0xE2) & (b1 == 0x81) & (b2 == 0x9F))
+        | ((b0 == 0xE3) & (b1 == 0x80) & (b2 == 0x80))
+    )
+    for width, where in ((2, lead[two]), (3, lead[three])):
+        for offset in range(width):
+            space[where + offset] = True
+
+
+def _hash_spans(
+    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash of each byte span: longest spans first, so step j touches a prefix."""
+    # Token lengths are small integers: numpy's stable sort is a radix sort on int16.
+    key = -lengths.astype(np.int16) if len(lengths) and lengths.max() < 2**15 else -lengths
+    order = np.argsort(key, kind="stable")
+    at = starts[order]
+    longest = int(lengths[order[0]]) if len(order) else 0
+    # active[j]: how many spans are longer than j
+    active = np.searchsorted(-lengths[order], -np.arange(longest), side="left")
+    sorted_hash = np.zeros(len(order), dtype=np.uint64)
+    byte = np.empty(len(order), dtype=np.uint8)
+    for j in range(longest):
+        m = int(active[j])
+        head = sorted_hash[:m]
+        head *= _MULTIPLIER
+        np.take(data, at[:m], out=byte[:m])
+        np.add(head, byte[:m], out=head, casting="unsafe")
+        at[:m] += 1
+    # The length goes in too, so spans differing only by leading zero bytes differ.
+    sorted_hash += lengths[order].astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+    out = np.empty(len(order), dtype=np.uint64)
+    out[order] = _mix(sorted_hash)
+    return out
+
+
+@attrs.define
+class _HashSet:
+    """Sorted gram hashes with a bitmap in front (one gather rejects almost every window). Each
+    distinct (hash, item) pair keeps the source position of its first gram, where a candidate
+    window is confirmed token by token."""
+
+    values: npt.NDArray[np.uint64]
+    start: npt.NDArray[np.int64]  # each value's first pair
+    count: npt.NDArray[np.int64]  # how many items hold a gram with this hash
+    pair_owner: npt.NDArray[np.int64]
+    pair_position: npt.NDArray[np.int64]
+    bitmap: npt.NDArray[np.bool_]
+    mask: np.uint64
+
+    @classmethod
+    def build(
+        cls,
+        hashes: npt.NDArray[np.uint64],
+        owners: npt.NDArray[np.int64],
+        positions: npt.NDArray[np.int64],
+    ) -> _HashSet:
+        order = np.lexsort((positions, owners, hashes))
+        hashes, owners, positions = hashes[order], owners[order], positions[order]
+        distinct = np.ones(len(hashes), dtype=np.bool_)
+        distinct[1:] = (hashes[1:] != hashes[:-1]) | (owners[1:] != owners[:-1])
+        hashes, owners, positions = hashes[distinct], owners[distinct], positions[distinct]
+        values, start, count = np.unique(hashes, return_index=True, return_counts=True)
+        bits = int(min(26, max(16, math.ceil(math.log2(max(len(values), 1))) + 6)))
+        mask = np.uint64((1 << bits) - 1)
+        bitmap = np.zeros(1 << bits, dtype=np.bool_)
+        bitmap[(values & mask).astype(np.int64)] = True
+        return cls(values, start, count, owners, positions, bitmap, mask)
+
+    def members(
+        self, hashes: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Positions of ``hashes`` in the set, and the index of each one's value."""
+        maybe = np.flatnonzero(self.bitmap[(hashes & self.mask).astype(np.int64)])
+        where = np.minimum(np.searchsorted(self.values, hashes[maybe]), len(self.values) - 1)
+        hit = self.values[where] == hashes[maybe]
+        return maybe[hit], where[hit]
+
+
+def _item_texts(item: Any, fields: tuple[str, ...], where: str) -> list[str]:
+    if isinstance(item, str):
+        return [item]
+    if isinstance(item, Mapping):
+        texts = []
+        for field in fields:
+            if field not in item:
+                raise RowError(f"{where}: missing field {field!r} (fields={fields!r})")
+            value = item[field]
+            if not isinstance(value, str):
+                raise RowError(
+                    f"{where}: field {field!r} must be a string, got {type(value).__name__}"
+                )
+            texts.append(value)
+        return texts
+    raise TypeError(f"{where} is a {type(item).__name__}; give a string or a row (mapping)")
+
+
+def _row_texts(
+    rows: Sequence[Mapping[str, Any]], fields: tuple[str, ...]
+) -> tuple[list[str], list[int], list[str]]:
+    """The texts to check, flattened row by row and field by field, with their row and field."""
+    if len(fields) == 1:
+        field = fields[0]
+        try:
+            texts = [row[field] for row in rows]
+        except (KeyError, TypeError, IndexError):
+            texts = []  # the slow path below names the row at fault
+        # Checked by type first: an isinstance test against the Mapping ABC per row costs more
+        # than the whole n-gram scan of that row.
+        if (
+            len(texts) == len(rows)
+            and set(map(type, texts)) <= {str}
+            and (set(map(type, rows)) <= {dict} or all(isinstance(r, Mapping) for r in rows))
+        ):
+            return texts, list(range(len(rows))), [field] * len(rows)
+    texts, text_row, text_field = [], [], []
+    for r, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise RowError(f"row {r} is a {type(row).__name__}, not a mapping")
+        for name, text in zip(fields, _item_texts(row, fields, f"row {r}"), strict=True):
+            texts.append(text)
+            text_row.append(r)
+            text_field.append(name)
+    return texts, text_row, text_field
+
+
+def _sources(against: Any) -> dict[str, Sequence[Any]]:
+    if isinstance(against, str):
+        return {_SINGLE_SOURCE: [against]}
+    if isinstance(against, Mapping):
+        if not against:
+            raise ValueError("against is an empty mapping: name at least one source")
+        out: dict[str, Sequence[Any]] = {}
+        for name, items in against.items():
+            if isinstance(items, str) or not isinstance(items, Iterable):
+                raise TypeError(
+                    f"against[{name!r}] must be a list of texts or rows, got {type(items).__name__}"
+                )
+            out[str(name)] = list(items)
+        return out
+    if isinstance(against, Iterable):
+        return {_SINGLE_SOURCE: list(against)}
+    raise TypeError(
+        "against must be a string, a list of strings or rows, or a mapping "
+        f"{{source name: list of texts}}; got {type(against).__name__}"
+    )
+
+
+def _check_settings(fields: Any, n: Any, min_n: Any) -> tuple[str, ...]:
+    names: tuple[str, ...] = (fields,) if isinstance(fields, str) else tuple(fields)
+    if not names or not all(isinstance(f, str) for f in names):
+        raise ValueError(f"fields must name at least one row field, got {fields!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a whole number >= 1, got {n!r}")
+    if isinstance(min_n, bool) or not isinstance(min_n, int) or not 1 <= min_n <= n:
+        raise ValueError(f"min_n must be a whole number between 1 and n={n}, got {min_n!r}")
+    return names
+
+
+def decontaminate(
+    rows: Sequence[Mapping[str, Any]],
+    against: Any,
+    fields: Sequence[str] | str = ("prompt",),
+    n: int = DEFAULT_N,
+    min_n: int | None = None,
+) -> DecontaminationReport:
+    """Split ``rows`` into those that share an ``n``-gram with ``against`` and those that don't.
+
+    ``against``: a string, a list of strings or rows (rows are read on the same ``fields``), or
+    a mapping ``{source name: list of texts or rows}``. ``min_n`` (default 8, or ``n`` when
+    ``n`` is smaller) is the shortest text compared whole; see the module docstring.
+    """
+    min_n = min(DEFAULT_MIN_N, n) if min_n is None and isinstance(n, int) else min_n
+    fields = _check_settings(fields, n, min_n)
+    if isinstance(rows, Mapping | str) or not isinstance(rows, Sequence):
+        raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
+    assert min_n is not None
+
+    index = _Index(n=n, min_n=min_n)
+    source_items: dict[str, int] = {}
+    for name, items in _sources(against).items():
+        source_items[name] = len(items)
+        for i, item in enumerate(items):
+            index.add(name, i, _item_texts(item, fields, f"against[{name!r}][{i}]"))
+    usable = index.freeze()
+    too_short_items: dict[str, int] = {}
+    for owner in np.flatnonzero(~usable).tolist():
+        name = index.owners[owner][0]
+        too_short_items[name] = too_short_items.get(name, 0) + 1
+
+    texts, text_row, text_field = _row_texts(rows, fields)
+    tokens = _Tokens.of(texts)
+    hits = _window_hits(index, tokens)
+    # A field shorter than n is compared whole against every window of the source items.
+    for t in np.flatnonzero((tokens.counts >= min_n) & (tokens.counts < n)).tolist():
+        whole = tokens.words(int(tokens.first[t]), int(tokens.counts[t]))
+        owners = index.k_grams(len(whole)).get(whole)
+        if owners:
+            hits.append((t, 0, whole, owners))
+    hits.sort(key=lambda hit: (hit[0], hit[1]))
+
+    matches: dict[int, list[Match]] = {}
+    seen: dict[int, set[int]] = {}
+    for t, _, gram, owners in hits:
+        r = text_row[t]
+        done = seen.setdefault(r, set())
+        for owner in owners:
+            if owner not in done:
+                done.add(owner)
+                source, item = index.owners[owner]
+                matches.setdefault(r, []).append(Match(source, item, text_field[t], " ".join(gram)))
+    compared = np.zeros(len(rows), dtype=np.bool_)
+    compared[np.asarray(text_row, dtype=np.int64)[tokens.counts >= min_n]] = True
+    rows_too_short = np.flatnonzero(~compared).tolist()
+    dirty_idx = sorted(matches)
+    is_clean = np.ones(len(rows), dtype=np.bool_)
+    is_clean[dirty_idx] = False
+    clean_idx = np.flatnonzero(is_clean).tolist()
+
+    per_source: dict[str, int] = {}
+    for found in matches.values():
+        for name in {m.source for m in found}:
+            per_source[name] = per_source.get(name, 0) + 1
+    notes = _notes(n, min_n, rows_too_short, too_short_items)
+    return DecontaminationReport(
+        n=n,
+        min_n=min_n,
+        fields=fields,
+        n_rows=len(rows),
+        n_clean=len(clean_idx),
+        n_contaminated=len(dirty_idx),
+        clean=[rows[i] for i in clean_idx],
+        contaminated=[rows[i] for i in dirty_idx],
+        clean_indices=clean_idx,
+        contaminated_indices=dirty_idx,
+        matches=matches,
+        per_source=per_source,
+        source_items=source_items,
+        rows_too_short=rows_too_short,
+        source_items_too_short=too_short_items,
+        notes=notes,
+    )
+
+
+def _window_hits(index: _Index, tokens: _Tokens) -> list[tuple[int, int, Gram, list[int]]]:
+    """(text, position, gram, owners) for the windows of each text that source items hold: for
+    every (text, item) pair the first such window, which is all a report names.
+
+    Each window length the index holds is one vectorised polynomial hash over the token hashes
+    and one set lookup. Only the first window per (text, item) pair is then confirmed against
+    the source tokens; if that fails (two different grams with one 64-bit hash), every candidate
+    window of the pair is confirmed, so a collision with another item's gram costs no match.
+    """
+    n_owners = len(index.owners)
+    hits: list[tuple[int, int, Gram, list[int]]] = []
+    for k, lookup in index.hashed.items():
+        if len(tokens.hashes) < k:
+            continue
+        positions, values = lookup.members(_poly_windows(tokens.hashes, k))
+        # A window that runs into the next text is not a window of either.
+        inside = tokens.text_of[positions] == tokens.text_of[positions + k - 1]
+        positions, values = positions[inside], values[inside]
+        pair = tokens.text_of[positions] * n_owners + lookup.pair_owner[lookup.start[values]]
+        _, first = np.unique(pair, return_index=True)
+        keep = np.zeros(len(positions), dtype=np.bool_)
+        keep[first] = True
+        keep |= lookup.count[values] > 1
+        retry: list[int] = []
+        for i, v, key in zip(
+            positions[keep].tolist(), values[keep].tolist(), pair[keep].tolist(), strict=True
+        ):
+            if not _confirm(index, lookup, tokens, i, v, k, hits):
+                retry.append(key)
+        if retry:
+            again = np.isin(pair, np.asarray(retry, dtype=np.int64)) & ~keep
+            for i, v in zip(positions[again].tolist(), values[again].tolist(), strict=True):
+                _confirm(index, lookup, tokens, i, v, k, hits)
+    return hits
+
+
+def _confirm(
+    index: _Index,
+    lookup: _HashSet,
+    tokens: _Tokens,
+    i: int,
+    value: int,
+    k: int,
+    hits: list[tuple[int, int, Gram, list[int]]],
+) -> bool:
+    gram = tokens.words(i, k)
+    start = int(lookup.start[value])
+    count = int(lookup.count[value])
+    if count == 1:  # the common case, without the list machinery
+        held = index.words(int(lookup.pair_position[start]), k) == gram
+        owners = [int(lookup.pair_owner[start])] if held else []
+    else:
+        owners = [
+            int(lookup.pair_owner[j])
+            for j in range(start, start + count)
+            if index.words(int(lookup.pair_position[j]), k) == gram
+        ]
+    if not owners:
+        return False
+    t = int(tokens.text_of[i])
+    hits.append((t, i - int(tokens.first[t]), gram, owners))
+    return True
+
+
+def _notes(
+    n: int, min_n: int, rows_too_short: list[int], too_short_items: dict[str, int]
+) -> list[str]:
+    notes = []
+    if rows_too_short:
+        shown = ", ".join(str(i) for i in rows_too_short[:5])
+        more = " ..." if len(rows_too_short) > 5 else ""
+        notes.append(
+            f"{len(rows_too_short)} rows have fewer than {min_n} tokens in every field and were "
+            f"not compared (rows {shown}{more}); they are in .clean unchecked"
+        )
+    if too_short_items:
+        total = sum(too_short_items.values())
+        notes.append(
+            f"{total} source items have fewer than {min_n} tokens and match nothing "
+            f"({', '.join(f'{k}: {v}' for k, v in too_short_items.items())})"
+        )
+    if min_n < n:
+        notes.append(
+            f"texts of {min_n}-{n - 1} tokens are matched whole (GPT-3 appendix C); "
+            f"min_n={n} matches only full {n}-grams, as lm-eval's Janitor does"
+        )
+    return notes

@@ -1,0 +1,111 @@
+"""Intervals on shares and agreement between two raters.
+
+``wilson_interval`` is the Wilson score interval (Wilson 1927; Brown, Cai & DasGupta 2001
+recommend it over the Wald interval, which collapses to a point at 0 and n successes and
+under-covers for small n). ``cohen_kappa`` is Cohen's (1960) chance-corrected agreement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats as _scipy_stats
+
+Interval = tuple[float, float]
+
+
+def _z(confidence: float) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    return float(_scipy_stats.norm.ppf(1 - (1 - confidence) / 2))
+
+
+@overload
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval: ...
+
+
+@overload
+def wilson_interval(
+    successes: npt.ArrayLike, n: npt.ArrayLike, confidence: float = 0.95
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+
+
+def wilson_interval(successes: Any, n: Any, confidence: float = 0.95) -> Any:
+    """Wilson score interval for ``successes`` out of ``n``.
+
+    Scalars in, ``(low, high)`` floats out; arrays in (broadcast together), a ``(low, high)``
+    pair of arrays out. ``n == 0`` gives ``(nan, nan)``: no trials say nothing about the share.
+
+    With p = successes / n and z the normal quantile::
+
+        centre = (p + z^2 / 2n) / (1 + z^2 / n)
+        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)
+    """
+    z = _z(confidence)
+    s = np.asarray(successes, dtype=np.float64)
+    m = np.asarray(n, dtype=np.float64)
+    if not (np.isfinite(s).all() and np.isfinite(m).all()):
+        raise ValueError("successes and n must be finite numbers")
+    if (m < 0).any() or (m != np.round(m)).any():
+        raise ValueError(f"n must be a whole number >= 0, got {n!r}")
+    if (s < 0).any() or (s > m).any():
+        raise ValueError(
+            f"successes must lie between 0 and n, got successes={successes!r}, n={n!r}"
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = s / m
+        z2 = z * z
+        denom = 1 + z2 / m
+        centre = (p + z2 / (2 * m)) / denom
+        half = z / denom * np.sqrt(p * (1 - p) / m + z2 / (4 * m * m))
+        low = np.where(m > 0, np.clip(centre - half, 0.0, 1.0), np.nan)
+        high = np.where(m > 0, np.clip(centre + half, 0.0, 1.0), np.nan)
+    if low.ndim == 0:
+        return float(low), float(high)
+    return low, high
+
+
+def cohen_kappa(
+    rater_a: Sequence[Hashable] | npt.ArrayLike, rater_b: Sequence[Hashable] | None = None
+) -> float:
+    """Cohen's kappa: (p_o - p_e) / (1 - p_e).
+
+    Either two equal-length label sequences (any hashable labels, item i rated by both), or a
+    single square contingency table (rows: rater A's label, columns: rater B's). NaN when chance
+    agreement is already 1 (both raters gave one and the same label throughout): kappa is
+    undefined there, not perfect.
+    """
+    if rater_b is None:
+        table = np.asarray(rater_a, dtype=np.float64)
+        if table.ndim != 2 or table.shape[0] != table.shape[1]:
+            raise ValueError(
+                "cohen_kappa with one argument takes a square contingency table, "
+                f"got shape {table.shape}"
+            )
+        if (table < 0).any() or not np.isfinite(table).all():
+            raise ValueError("contingency table counts must be finite and >= 0")
+    else:
+        a = list(rater_a)  # type: ignore[arg-type]
+        b = list(rater_b)
+        if len(a) != len(b):
+            raise ValueError(
+                f"rater_a and rater_b must rate the same items: {len(a)} vs {len(b)} labels"
+            )
+        labels = sorted({*a, *b}, key=repr)
+        where = {label: i for i, label in enumerate(labels)}
+        table = np.zeros((len(labels), len(labels)), dtype=np.float64)
+        np.add.at(table, ([where[x] for x in a], [where[y] for y in b]), 1)
+    total = table.sum()
+    if total == 0:
+        raise ValueError("cohen_kappa needs at least one rated item")
+    observed = np.trace(table) / total
+    expected = float((table.sum(axis=1) @ table.sum(axis=0)) / (total * total))
+    if math.isclose(expected, 1.0):
+        return math.nan
+    return float((observed - expected) / (1 - expected))
