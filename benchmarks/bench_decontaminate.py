@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from _harness import ratio_line, timed
+
 from whileai.measure.decontaminate import decontaminate
 
 GSM8K = Path("/work/shared/data/gsm8k/test.jsonl")

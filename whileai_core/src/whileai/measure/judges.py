@@ -1,0 +1,269 @@
+"""How far to trust a judge: its labels against gold labels.
+
+A judge is a reward model, so its accuracy rides with every label it writes. Hand-label a
+sample into ``gold_reward`` (or pass a second scoring run as ``gold=``) and ``judge_agreement``
+gives agreement, Cohen's kappa, the confusion counts and ``pass_when_gold_fail``: the gold
+failures the judge passed. Those are the rows a training run learns the failure from, so that
+rate matters more than the headline agreement.
+
+Labels are compared as pass / fail: a reward at or above ``threshold`` (0.5) is a pass, so a
+partial score is read as the side of the line it falls on, and the report counts how many were.
+Rates carry Wilson intervals over the gold rows. Those treat rows as independent; gold labels
+are usually one row per task, where that holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai.measure._rows import rows_of
+from whileai.measure.proportions import cohen_kappa, wilson_interval
+from whileai.measure.report import Report, fmt, fmt_ci, table
+from whileai.simulations.schema import RowError, check_reward, check_row, task_key
+
+#: Fewer gold rows than this and the agreement figures describe the sample, not the judge.
+GOLD_FLOOR = 50
+_UNJUDGED_STATUS = frozenset({"error", "skipped"})
+
+Interval = tuple[float, float]
+
+
+@attrs.frozen
+class Rate:
+    """``count`` of ``n`` with its share and Wilson interval (None when ``n`` is 0)."""
+
+    count: int
+    n: int
+    share: float | None
+    ci95: Interval | None
+
+    @classmethod
+    def of(cls, count: int, n: int, confidence: float = 0.95) -> Rate:
+        if n == 0:
+            return cls(count, n, None, None)
+        return cls(count, n, count / n, wilson_interval(count, n, confidence))
+
+    def cells(self) -> tuple[str, str, str]:
+        return (f"{self.count}/{self.n}", fmt(self.share), fmt_ci(self.ci95))
+
+
+@attrs.frozen
+class Confusion:
+    """Judge against gold, as pass / fail counts."""
+
+    judge_pass_gold_pass: int
+    judge_pass_gold_fail: int
+    judge_fail_gold_pass: int
+    judge_fail_gold_fail: int
+
+    def as_table(self) -> list[list[int]]:
+        """Rows: judge pass, judge fail; columns: gold pass, gold fail."""
+        return [
+            [self.judge_pass_gold_pass, self.judge_pass_gold_fail],
+            [self.judge_fail_gold_pass, self.judge_fail_gold_fail],
+        ]
+
+
+@attrs.frozen
+class JudgeAgreementReport(Report):
+    """The judge's labels against gold ones."""
+
+    title = "judge_agreement"
+
+    n_gold: int
+    floor: int
+    floor_met: bool
+    gold_source: str
+    threshold: float
+    agreement: Rate
+    kappa: float | None
+    pass_when_gold_fail: Rate
+    fail_when_gold_pass: Rate
+    confusion: Confusion
+    n_partial: int
+    skipped: dict[str, int]
+    notes: list[str]
+
+    def _lines(self) -> list[str]:
+        c = self.confusion
+        lines = [
+            f"  {self.n_gold} rows with gold ({self.gold_source}); pass = reward >= "
+            f"{fmt(self.threshold, 2)}"
+        ]
+        lines.extend(
+            table(
+                ("", "count", "share", "95% Wilson"),
+                [
+                    ("agreement", *self.agreement.cells()),
+                    ("pass_when_gold_fail", *self.pass_when_gold_fail.cells()),
+                    ("fail_when_gold_pass", *self.fail_when_gold_pass.cells()),
+                ],
+            )
+        )
+        lines.append(f"  Cohen's kappa {fmt(self.kappa)} (point estimate)")
+        lines.extend(
+            table(
+                ("", "gold pass", "gold fail"),
+                [
+                    ("judge pass", c.judge_pass_gold_pass, c.judge_pass_gold_fail),
+                    ("judge fail", c.judge_fail_gold_pass, c.judge_fail_gold_fail),
+                ],
+            )
+        )
+        return lines
+
+
+def _reward_of(row: Mapping[str, Any]) -> float | None:
+    """The judge's reward, or None when the judge did not judge (no reward, error, skipped)."""
+    if row.get("judge_status") in _UNJUDGED_STATUS:
+        return None
+    value = row.get("reward")
+    return None if value is None else float(value)
+
+
+def _pairs_from_gold_field(
+    rows: Sequence[Mapping[str, Any]], field: str, skipped: dict[str, int]
+) -> list[tuple[float, float]]:
+    pairs = []
+    for i, row in enumerate(rows):
+        check_row(row, i)
+        gold = row.get(field)
+        check_reward(gold, field, i)
+        judged = _reward_of(row)
+        if gold is None:
+            skipped[f"no {field}"] = skipped.get(f"no {field}", 0) + 1
+        elif judged is None:
+            skipped["not judged"] = skipped.get("not judged", 0) + 1
+        else:
+            pairs.append((judged, float(gold)))
+    return pairs
+
+
+def _positions(rows: Sequence[Mapping[str, Any]], what: str) -> dict[tuple[str, int], int]:
+    """(task key, position among the task's rows) -> row index."""
+    seen: dict[str, int] = {}
+    out = {}
+    for i, row in enumerate(rows):
+        try:
+            check_row(row, i)
+            key = task_key(row, i)
+        except RowError as exc:
+            raise RowError(f"{what}: {exc}") from None
+        position = seen.get(key, 0)
+        seen[key] = position + 1
+        out[(key, position)] = i
+    return out
+
+
+def _pairs_from_gold_run(
+    rows: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    skipped: dict[str, int],
+) -> list[tuple[float, float]]:
+    mine = _positions(rows, "rows")
+    theirs = _positions(gold, "gold")
+    pairs = []
+    for place, i in mine.items():
+        j = theirs.get(place)
+        if j is None:
+            skipped["no gold row at its task and position"] = (
+                skipped.get("no gold row at its task and position", 0) + 1
+            )
+            continue
+        judged, reference = _reward_of(rows[i]), _reward_of(gold[j])
+        if judged is None:
+            skipped["not judged"] = skipped.get("not judged", 0) + 1
+        elif reference is None:
+            skipped["gold row not judged"] = skipped.get("gold row not judged", 0) + 1
+        else:
+            pairs.append((judged, reference))
+    extra = len(set(theirs) - set(mine))
+    if extra:
+        skipped["gold rows with no row to pair"] = extra
+    return pairs
+
+
+def judge_agreement(
+    rows: Any,
+    gold: Any = None,
+    *,
+    threshold: float = 0.5,
+    field: str = "gold_reward",
+    confidence: float = 0.95,
+) -> JudgeAgreementReport:
+    """Agreement of the judge's ``reward`` with gold labels.
+
+    Gold is each row's ``gold_reward`` (``field=``), or, given ``gold=``, a second scoring run's
+    rewards, paired row by row on (task key, position among that task's rows).
+    """
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise ValueError(f"threshold must be a number in (0, 1], got {threshold!r}")
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must lie in (0, 1], got {threshold!r}")
+    rows = rows_of(rows)
+    skipped: dict[str, int] = {}
+    if gold is None:
+        pairs = _pairs_from_gold_field(rows, field, skipped)
+        source = field
+    else:
+        pairs = _pairs_from_gold_run(rows, rows_of(gold, "gold"), skipped)
+        source = "a second scoring run, paired by task and position"
+    return _agreement(pairs, source, threshold, skipped, confidence)
+
+
+def _agreement(
+    pairs: list[tuple[float, float]],
+    source: str,
+    threshold: float,
+    skipped: dict[str, int],
+    confidence: float,
+) -> JudgeAgreementReport:
+    counts = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
+    n_partial = 0
+    for judged, reference in pairs:
+        counts[(judged >= threshold, reference >= threshold)] += 1
+        n_partial += (0 < judged < 1) or (0 < reference < 1)
+    confusion = Confusion(
+        counts[(True, True)], counts[(True, False)], counts[(False, True)], counts[(False, False)]
+    )
+    n = len(pairs)
+    agree = confusion.judge_pass_gold_pass + confusion.judge_fail_gold_fail
+    gold_fail = confusion.judge_pass_gold_fail + confusion.judge_fail_gold_fail
+    gold_pass = confusion.judge_pass_gold_pass + confusion.judge_fail_gold_pass
+    kappa = cohen_kappa(confusion.as_table()) if n else math.nan
+    notes = []
+    floor_met = n >= GOLD_FLOOR
+    if not floor_met:
+        notes.append(
+            f"floor not met: {n} gold rows, {GOLD_FLOOR} is the floor; these figures describe "
+            "the sample more than the judge"
+        )
+    if n and gold_fail == 0:
+        notes.append("no gold failures: pass_when_gold_fail cannot be measured on this sample")
+    if math.isnan(kappa):
+        notes.append("kappa undefined: judge and gold each gave a single label throughout")
+    if n_partial:
+        notes.append(
+            f"{n_partial} pairs carry a partial score, read as pass at >= {fmt(threshold, 2)}"
+        )
+    for reason, count in skipped.items():
+        notes.append(f"{count} rows skipped: {reason}")
+    return JudgeAgreementReport(
+        n_gold=n,
+        floor=GOLD_FLOOR,
+        floor_met=floor_met,
+        gold_source=source,
+        threshold=float(threshold),
+        agreement=Rate.of(agree, n, confidence),
+        kappa=None if math.isnan(kappa) else kappa,
+        pass_when_gold_fail=Rate.of(confusion.judge_pass_gold_fail, gold_fail, confidence),
+        fail_when_gold_pass=Rate.of(confusion.judge_fail_gold_pass, gold_pass, confidence),
+        confusion=confusion,
+        n_partial=n_partial,
+        skipped=skipped,
+        notes=notes,
+    )

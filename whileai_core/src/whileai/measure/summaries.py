@@ -1,0 +1,445 @@
+"""Summaries of what was measured on the rows: metric and marker means with intervals over
+tasks, each trajectory flag's clean share, the refusal share, and how far the judge can be
+trusted on these rows.
+
+Means are per task first, then across tasks, and their intervals are bootstraps over tasks
+(Miller 2024, arXiv:2411.00640). Shares of rows (a flag's clean share, the refusal share, the
+judge's error rate) carry Wilson intervals; those treat rows as independent, which overstates
+precision when a task contributes several correlated repeats, and the reports say so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai.measure._rows import read_rows, rows_of
+from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
+from whileai.measure.report import Report, fmt, fmt_ci, table
+from whileai.measure.stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_INTERVAL, bootstrap_ci
+from whileai.simulations.schema import check_reward, check_row
+
+Interval = tuple[float, float]
+_REPEATS_CAVEAT = (
+    "Wilson intervals count rows as independent; {n} tasks have repeats, which are correlated, "
+    "so the intervals are narrower than the task-level truth"
+)
+
+
+@attrs.frozen
+class MetricLine:
+    """One metric: its mean over tasks (each task's rows averaged first) and its interval."""
+
+    name: str
+    mean: float
+    ci95: Interval | None
+    n_tasks: int
+    n_rows: int
+
+
+@attrs.frozen
+class MetricSummaryReport(Report):
+    """Mean and bootstrap-over-tasks interval of each metric."""
+
+    title = "metric_summary"
+
+    metrics: dict[str, MetricLine]
+    n_rows: int
+    n_tasks: int
+    notes: list[str]
+
+    def _lines(self) -> list[str]:
+        body = [
+            (m.name, fmt(m.mean), fmt_ci(m.ci95), m.n_tasks, m.n_rows)
+            for m in self.metrics.values()
+        ]
+        return table(("metric", "mean", "95% CI (tasks)", "tasks", "rows"), body)
+
+
+@attrs.frozen
+class MarkerSummaryReport(MetricSummaryReport):
+    """``metric_summary`` over the markers alone."""
+
+    title = "marker_summary"
+
+
+def _summarise(
+    rows: Any,
+    names: Sequence[str] | None,
+    include_reward: bool,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+) -> tuple[dict[str, MetricLine], int, int, list[str]]:
+    tasks = read_rows(rows_of(rows))
+    wanted: list[str]
+    if names is None:
+        wanted = (["reward"] if include_reward else []) + sorted(tasks.markers)
+    else:
+        if isinstance(names, str):
+            names = [names]
+        wanted = [n.removeprefix("marker:") for n in names]
+        unknown = [n for n in wanted if n != "reward" and n not in tasks.markers]
+        if unknown:
+            raise ValueError(
+                f"no row carries marker {unknown[0]!r}; markers present: "
+                f"{', '.join(sorted(tasks.markers)) or 'none'}"
+            )
+    lines: dict[str, MetricLine] = {}
+    notes: list[str] = []
+    few: list[str] = []
+    for name in wanted:
+        if name == "reward":
+            _, means = tasks.reward_means()
+            n_rows = int(tasks.n_judged.sum())
+        else:
+            _, means = tasks.marker_means(name)
+            n_rows = int(tasks.markers[name][0].sum())
+        if len(means) == 0:
+            notes.append(f"{name}: no row carries a value")
+            continue
+        ci = None
+        if len(means) >= MIN_TASKS_FOR_INTERVAL:
+            ci = bootstrap_ci(means, n_resamples=n_resamples, seed=seed, confidence=confidence)
+        else:
+            few.append(name)
+        lines[name] = MetricLine(name, float(means.mean()), ci, len(means), n_rows)
+    if few:
+        notes.append(
+            f"fewer than {MIN_TASKS_FOR_INTERVAL} tasks for {', '.join(few)}: "
+            "point estimate, no interval"
+        )
+    if tasks.counts.unjudged and include_reward and "reward" in lines:
+        notes.append(f"{tasks.counts.unjudged} unjudged rows left out of reward")
+    return lines, tasks.counts.rows, tasks.n_tasks, notes
+
+
+def metric_summary(
+    rows: Any,
+    metrics: Sequence[str] | str | None = None,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> MetricSummaryReport:
+    """Mean and interval over tasks of ``reward`` and every marker (or the ``metrics`` named:
+    ``"reward"``, a marker name, or ``"marker:<name>"``)."""
+    lines, n_rows, n_tasks, notes = _summarise(rows, metrics, True, n_resamples, seed, confidence)
+    return MetricSummaryReport(metrics=lines, n_rows=n_rows, n_tasks=n_tasks, notes=notes)
+
+
+def marker_summary(
+    rows: Any,
+    markers: Sequence[str] | str | None = None,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> MarkerSummaryReport:
+    """Mean and interval over tasks of every marker (flags count as 0 / 1)."""
+    lines, n_rows, n_tasks, notes = _summarise(rows, markers, False, n_resamples, seed, confidence)
+    if not lines and markers is None:
+        notes.append("no row carries markers")
+    return MarkerSummaryReport(metrics=lines, n_rows=n_rows, n_tasks=n_tasks, notes=notes)
+
+
+def _is_flag(value: Any) -> bool:
+    return isinstance(value, bool) or value in (0, 1)
+
+
+def _tasks_with_repeats(rows: Sequence[Mapping[str, Any]]) -> int:
+    counts = read_rows(rows, with_markers=False).n_rows
+    return int((counts > 1).sum())
+
+
+@attrs.frozen
+class TraceFlagReport(Report):
+    """Each flag marker: the share of rows where it did not fire (clean), with Wilson."""
+
+    title = "trace_flag_report"
+
+    flags: dict[str, Rate]
+    not_flags: list[str]
+    n_rows: int
+    notes: list[str]
+
+    def _lines(self) -> list[str]:
+        body = [(name, *rate.cells()) for name, rate in self.flags.items()]
+        return table(("flag", "clean", "share", "95% Wilson"), body)
+
+
+def trace_flag_report(rows: Any, *, confidence: float = 0.95) -> TraceFlagReport:
+    """Every marker whose values are all flags (bool, or 0 / 1): its clean share (the flag is
+    False / 0) over the rows that carry it, with a Wilson interval."""
+    rows = rows_of(rows)
+    fired: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    non_flag: set[str] = set()
+    for i, row in enumerate(rows):
+        check_row(row, i)
+        for name, value in (row.get("markers") or {}).items():
+            if value is None:
+                continue
+            if not _is_flag(value):
+                non_flag.add(name)
+                continue
+            seen[name] = seen.get(name, 0) + 1
+            fired[name] = fired.get(name, 0) + bool(value)
+    flags = {
+        name: Rate.of(seen[name] - fired[name], seen[name], confidence)
+        for name in sorted(seen)
+        if name not in non_flag
+    }
+    notes = []
+    if not flags:
+        notes.append("no flag markers (bool or 0/1 values) on these rows")
+    if non_flag:
+        notes.append(
+            f"not flags (values other than 0/1), see marker_summary: {', '.join(sorted(non_flag))}"
+        )
+    repeats = _tasks_with_repeats(rows) if flags else 0
+    if repeats:
+        notes.append(_REPEATS_CAVEAT.format(n=repeats))
+    return TraceFlagReport(flags=flags, not_flags=sorted(non_flag), n_rows=len(rows), notes=notes)
+
+
+#: The detection rule when a row has no ``refusal`` marker: the reply opens (after whitespace
+#: and quotes) with an apology or a statement that the model cannot or will not do the task.
+REFUSAL_RULE = re.compile(
+    r"""^\W*(i'?m\s+sorry|i\s+am\s+sorry|sorry\b|i\s+apologi[sz]e|my\s+apologies|"""
+    r"""i\s+(can\s*not|can'?t|won'?t|will\s+not|am\s+not\s+able|am\s+unable|'?m\s+not\s+able|"""
+    r"""'?m\s+unable|must\s+decline|do\s+not\s+feel\s+comfortable|don'?t\s+feel\s+comfortable)\b|"""
+    r"""as\s+an\s+ai\b|unfortunately,?\s+i\s+(can'?t|cannot|am\s+unable))""",
+    re.IGNORECASE,
+)
+
+
+def detect_refusal(text: str) -> bool:
+    """True when ``text`` opens as a refusal (:data:`REFUSAL_RULE`); curly quotes count as
+    straight ones. "I can't wait to help" reads as a refusal too: a rule this simple trades a
+    few false alarms for no model call; a ``refusal`` marker overrides it."""
+    return bool(REFUSAL_RULE.match(text.replace("\u2019", "'").lstrip()[:200]))
+
+
+@attrs.frozen
+class RefusalReport(Report):
+    """Share of rows that refuse, with Wilson, and where each verdict came from."""
+
+    title = "refusal_report"
+
+    refusals: Rate
+    from_marker: int
+    detected: int
+    source: str
+    per_task_any: int
+    n_tasks: int
+    notes: list[str]
+
+    def _lines(self) -> list[str]:
+        lines = table(("", "count", "share", "95% Wilson"), [("refusal", *self.refusals.cells())])
+        lines.append(
+            f"  read from markers['refusal'] on {self.from_marker} rows, detected by rule on "
+            f"{self.detected}; {self.per_task_any} of {self.n_tasks} tasks refused at least once"
+        )
+        return lines
+
+
+def refusal_report(
+    rows: Any, *, marker: str = "refusal", confidence: float = 0.95
+) -> RefusalReport:
+    """Share of refusals. Reads ``markers[marker]`` where a row has it; elsewhere applies
+    :func:`detect_refusal` to ``final_text``, and the report says how many of each."""
+    rows = rows_of(rows)
+    if not rows:
+        raise ValueError("rows is empty: there is nothing to measure")
+    refused = 0
+    from_marker = 0
+    refused_tasks: set[str] = set()
+    tasks = read_rows(rows, with_markers=False)
+    for i, row in enumerate(rows):
+        value = (row.get("markers") or {}).get(marker)
+        if value is not None:
+            if not _is_flag(value):
+                raise ValueError(
+                    f"row {i}: markers[{marker!r}] is {value!r}; a refusal marker is a flag "
+                    "(bool or 0/1)"
+                )
+            from_marker += 1
+            hit = bool(value)
+        else:
+            hit = detect_refusal(row["final_text"])
+        if hit:
+            refused += 1
+            refused_tasks.add(tasks.keys[int(tasks.row_task[i])])
+    n = len(rows)
+    detected = n - from_marker
+    source = "marker" if detected == 0 else "detected" if from_marker == 0 else "mixed"
+    notes = []
+    if detected:
+        notes.append(
+            f"{detected} rows carry no markers[{marker!r}]: refusal detected by a simple rule "
+            "on final_text (opens with an apology or 'I can't / won't / am unable'); see "
+            "whileai.measure.summaries.REFUSAL_RULE"
+        )
+    repeats = int((tasks.n_rows > 1).sum())
+    if repeats:
+        notes.append(_REPEATS_CAVEAT.format(n=repeats))
+    return RefusalReport(
+        refusals=Rate.of(refused, n, confidence),
+        from_marker=from_marker,
+        detected=detected,
+        source=source,
+        per_task_any=len(refused_tasks),
+        n_tasks=tasks.n_tasks,
+        notes=notes,
+    )
+
+
+@attrs.frozen
+class JudgeTrustReport(Report):
+    """How far the judge's labels on these rows can be trusted.
+
+    - ``errors``: rows the judge failed on (``judge_status`` error) or skipped, of all rows.
+    - ``disagreement`` and ``pass_when_gold_fail``: against ``gold_reward`` where rows carry it
+      (None otherwise), Wilson intervals, with the 50-row floor.
+    - ``passed_while_flagged``: per flag marker, the share of rows where the flag fired that
+      the judge still passed: a judge that passes a refusal or a failed tool call is lenient
+      exactly where a training run would learn the failure.
+    - ``self_judged``: rows whose judge model is the model that wrote them.
+    """
+
+    title = "judge_trust"
+
+    n_rows: int
+    judges: list[str]
+    errors: Rate
+    disagreement: Rate | None
+    pass_when_gold_fail: Rate | None
+    n_gold: int
+    floor_met: bool
+    passed_while_flagged: dict[str, Rate]
+    self_judged: int
+    notes: list[str]
+
+    def _lines(self) -> list[str]:
+        body: list[tuple[str, str, str, str]] = [("judge errors/skips", *self.errors.cells())]
+        if self.disagreement is not None:
+            body.append(("disagreement with gold", *self.disagreement.cells()))
+        if self.pass_when_gold_fail is not None:
+            body.append(("pass_when_gold_fail", *self.pass_when_gold_fail.cells()))
+        for name, rate in self.passed_while_flagged.items():
+            body.append((f"passed while {name} fired", *rate.cells()))
+        lines = [f"  judge: {', '.join(self.judges) or 'unnamed'}; {self.n_rows} rows"]
+        lines.extend(table(("", "count", "share", "95% Wilson"), body))
+        return lines
+
+
+def judge_trust(
+    rows: Any, *, threshold: float = 0.5, field: str = "gold_reward", confidence: float = 0.95
+) -> JudgeTrustReport:
+    """What a reader needs before believing the judge's rewards on ``rows``: its failure rate,
+    its error against gold labels when rows carry them (``field``), how often it passed rows a
+    flag marker says went wrong, and whether it judged its own model. Rates carry Wilson
+    intervals; a reward at or above ``threshold`` is a pass."""
+    rows = rows_of(rows)
+    if not rows:
+        raise ValueError("rows is empty: there is nothing to measure")
+    judges: set[str] = set()
+    failed = 0
+    self_judged = 0
+    pairs: list[tuple[float, float]] = []
+    flagged: dict[str, list[int]] = {}  # name -> [fired and judged, of those passed]
+    non_flag: set[str] = set()
+    for i, row in enumerate(rows):
+        check_row(row, i)
+        meta = row.get("judge_meta") if isinstance(row.get("judge_meta"), Mapping) else {}
+        name = (meta or {}).get("version") or row.get("judge_name") or (meta or {}).get("model")
+        if name:
+            judges.add(str(name))
+        model = (meta or {}).get("model")
+        if model and row.get("model_version") and str(model) == str(row["model_version"]):
+            self_judged += 1
+        judged = _reward_of(row)
+        if row.get("judge_status") in ("error", "skipped"):
+            failed += 1
+        gold = row.get(field)
+        check_reward(gold, field, i)
+        if gold is not None and judged is not None:
+            pairs.append((judged, float(gold)))
+        for marker, value in (row.get("markers") or {}).items():
+            if value is not None and not _is_flag(value):
+                non_flag.add(marker)
+            if judged is None or value is None or not value:
+                continue
+            tally = flagged.setdefault(marker, [0, 0])
+            tally[0] += 1
+            tally[1] += judged >= threshold
+    notes = []
+    disagreement = pass_fail = None
+    floor_met = False
+    if pairs:
+        agreement = _agreement(pairs, field, threshold, {}, confidence)
+        disagreement = Rate.of(
+            agreement.n_gold - agreement.agreement.count, agreement.n_gold, confidence
+        )
+        pass_fail = agreement.pass_when_gold_fail
+        floor_met = agreement.floor_met
+        if not floor_met:
+            notes.append(
+                f"floor not met: {len(pairs)} rows carry {field}, {GOLD_FLOOR} is the floor"
+            )
+    else:
+        notes.append(
+            f"no row carries {field}: the judge's accuracy is unmeasured; hand-label at least "
+            f"{GOLD_FLOOR} rows into {field} and call judge_agreement"
+        )
+    if len(judges) > 1:
+        notes.append(
+            f"{len(judges)} judge versions on these rows (a rubric edit is a new judge): "
+            + ", ".join(sorted(judges))
+        )
+    if self_judged:
+        notes.append(
+            f"{self_judged} rows were judged by the model that wrote them (self_judged): a judge "
+            "prefers its own model's writing"
+        )
+    flagged = {name: tally for name, tally in flagged.items() if name not in non_flag}
+    fired = sum(t[0] for t in flagged.values())
+    if fired:
+        repeats = int((read_rows(rows, with_markers=False).n_rows > 1).sum())
+        if repeats:
+            notes.append(_REPEATS_CAVEAT.format(n=repeats))
+    return JudgeTrustReport(
+        n_rows=len(rows),
+        judges=sorted(judges),
+        errors=Rate.of(failed, len(rows), confidence),
+        disagreement=disagreement,
+        pass_when_gold_fail=pass_fail,
+        n_gold=len(pairs),
+        floor_met=floor_met,
+        passed_while_flagged={
+            name: Rate.of(t[1], t[0], confidence) for name, t in sorted(flagged.items())
+        },
+        self_judged=self_judged,
+        notes=notes,
+    )
+
+
+__all__ = [
+    "REFUSAL_RULE",
+    "JudgeTrustReport",
+    "MarkerSummaryReport",
+    "MetricLine",
+    "MetricSummaryReport",
+    "RefusalReport",
+    "TraceFlagReport",
+    "detect_refusal",
+    "judge_trust",
+    "marker_summary",
+    "metric_summary",
+    "refusal_report",
+    "trace_flag_report",
+]
