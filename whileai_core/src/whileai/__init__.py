@@ -49,6 +49,20 @@ _EXPORTS: dict[str, str] = {
     "noise_band": "whileai.measure",
     "holdout_size": "whileai.measure",
     "select": "whileai.measure",
+    # measurement: decontamination, summaries, judge agreement, logprobs and staleness
+    "decontaminate": "whileai.measure",
+    "metric_summary": "whileai.measure",
+    "marker_summary": "whileai.measure",
+    "trace_flag_report": "whileai.measure",
+    "refusal_report": "whileai.measure",
+    "judge_trust": "whileai.measure",
+    "judge_agreement": "whileai.measure",
+    "logprob_report": "whileai.measure",
+    "mean_kl": "whileai.measure",
+    "calibrate": "whileai.measure",
+    "staleness_report": "whileai.measure",
+    "wilson_interval": "whileai.measure",
+    "cohen_kappa": "whileai.measure",
 }
 
 
