@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import random
+import ssl
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,11 @@ DEFAULT_MAX_TOKENS = 1024
 DEFAULT_CONCURRENCY = 32
 #: Seconds for one HTTP request (a long generation on a busy server takes a while).
 DEFAULT_TIMEOUT_S = 120.0
+#: Connections per httpx pool. httpcore's pool does work proportional to its connections
+#: times its waiting requests on every request (measured here: 6.6 ms of CPU per request with
+#: one pool of 64, 1.2 ms with eight pools of 8), so the connections are spread over small
+#: pools; the total stays bounded by ``concurrency``.
+CONNECTIONS_PER_POOL = 8
 #: How much of an error body goes into a message: enough to read the server's reason.
 _BODY_EXCERPT = 300
 
@@ -73,10 +79,15 @@ class Secret:
 
 @attrs.define
 class _LoopState:
-    """What must belong to one event loop: the client, its pool and the in-flight gate."""
+    """What must belong to one event loop: the clients (one small pool each) and the slots.
 
-    client: httpx.AsyncClient
-    gate: asyncio.Semaphore
+    ``slots`` holds one token per request allowed in flight, each naming the client it runs
+    on: taking a token is the concurrency limit and the choice of pool in one step. Last in,
+    first out, so requests go back to pools whose connections are already open.
+    """
+
+    clients: list[httpx.AsyncClient]
+    slots: asyncio.LifoQueue[int]
     model_lock: asyncio.Lock
 
 
@@ -168,18 +179,30 @@ class OpenAICompatibleBackend:
             headers = {"Accept": "application/json", **self._headers}
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
-            client = httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=headers,
-                timeout=httpx.Timeout(
-                    self.timeout, connect=min(self.connect_timeout, self.timeout)
-                ),
-                limits=httpx.Limits(
-                    max_connections=self.concurrency,
-                    max_keepalive_connections=self.concurrency,
-                ),
+            n_pools = -(-self.concurrency // CONNECTIONS_PER_POOL)
+            slots: asyncio.LifoQueue[int] = asyncio.LifoQueue()
+            for slot in range(self.concurrency):
+                slots.put_nowait(slot % n_pools)
+            per_pool = -(-self.concurrency // n_pools)
+            timeout = httpx.Timeout(self.timeout, connect=min(self.connect_timeout, self.timeout))
+            # One TLS context for all the pools: building one loads the CA bundle (~70 ms).
+            # A plain-http endpoint never uses TLS (redirects are not followed), so it gets none.
+            verify: ssl.SSLContext | bool = (
+                httpx.create_ssl_context() if self.base_url.startswith("https") else False
             )
-            state = _LoopState(client, asyncio.Semaphore(self.concurrency), asyncio.Lock())
+            clients = [
+                httpx.AsyncClient(
+                    base_url=self.base_url,
+                    headers=headers,
+                    timeout=timeout,
+                    verify=verify,
+                    limits=httpx.Limits(
+                        max_connections=per_pool, max_keepalive_connections=per_pool
+                    ),
+                )
+                for _ in range(n_pools)
+            ]
+            state = _LoopState(clients, slots, asyncio.Lock())
             self._loop_states[loop] = state
         return state
 
@@ -188,7 +211,7 @@ class OpenAICompatibleBackend:
         loop = asyncio.get_running_loop()
         state = self._loop_states.pop(loop, None)
         if state is not None:
-            await state.client.aclose()
+            await asyncio.gather(*(client.aclose() for client in state.clients))
 
     async def __aenter__(self) -> OpenAICompatibleBackend:
         return self
@@ -318,9 +341,12 @@ class OpenAICompatibleBackend:
         waited = 0.0
         while True:
             waited += await self._wait_cooldown()
-            async with state.gate:
+            pool = await state.slots.get()
+            try:
                 self.stats.requests += 1
-                outcome = await self._attempt(state, method, path, body)
+                outcome = await self._attempt(state.clients[pool], method, path, body)
+            finally:
+                state.slots.put_nowait(pool)
             if not isinstance(outcome, _Failure):
                 return outcome, retries, waited
             self.stats.count_error(outcome.kind)
@@ -359,15 +385,15 @@ class OpenAICompatibleBackend:
             waited += await self._sleep(delay)
 
     async def _attempt(
-        self, state: _LoopState, method: str, path: str, body: Mapping[str, Any] | None
+        self, client: httpx.AsyncClient, method: str, path: str, body: Mapping[str, Any] | None
     ) -> Any:
         """One HTTP request: the decoded JSON body, or a :class:`_Failure` saying what went wrong."""
         where = f"{method} {self.base_url}{path}"
         try:
             if body is None:
-                response = await state.client.request(method, path)
+                response = await client.request(method, path)
             else:
-                response = await state.client.request(
+                response = await client.request(
                     method,
                     path,
                     content=json.dumps(body).encode(),

@@ -2,7 +2,7 @@
 
 It is a raw ASGI app (:class:`FaultApp`) served by uvicorn on loopback, in a background thread
 (:class:`FaultServer`, a context manager) or in its own process (``python -m
-whileai_openai.testing.fault_server --latency 0.05``, which prints its URL). Each
+whileai_openai.testing --latency 0.05``, which prints its URL). Each
 ``POST /v1/chat/completions`` takes the next :class:`Reply` from a script (``server.push(...)``)
 or, when the script is empty, the default: an echo of the last user message with usage and,
 when asked, per-token logprobs. ``GET /v1/models`` lists the model. Every request is recorded,
@@ -457,7 +457,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         app, log_level="warning", access_log=False, lifespan="off", backlog=4096
     )
     uvicorn.Server(config).run(sockets=[sock])
-
-
-if __name__ == "__main__":
-    main()
