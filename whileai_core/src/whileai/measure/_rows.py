@@ -123,20 +123,18 @@ def read_rows(
     # Bound methods as locals: this loop is the only per-row Python work a measurement does.
     index = index_of.get
     add_task, add_reward = row_task.append, row_reward.append
+    check, key_of, unjudged = check_row, task_key, _UNJUDGED_STATUS
     try:
         for i, row in enumerate(rows):
-            check_row(row, i)
-            key = task_key(row, i)
+            check(row, i)
+            key = key_of(row, i)
             t = index(key)
             if t is None:
                 t = index_of[key] = len(keys)
                 keys.append(key)
             add_task(t)
             reward = row.get("reward")
-            if reward is None or row.get("judge_status") in _UNJUDGED_STATUS:
-                add_reward(nan)
-            else:
-                add_reward(reward)
+            add_reward(nan if reward is None or row.get("judge_status") in unjudged else reward)
             if with_cut:
                 row_cut.append(row.get("truncated") is True or not row["final_text"].strip())
             if with_markers:

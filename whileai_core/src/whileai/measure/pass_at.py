@@ -165,6 +165,15 @@ def pass_at(
     return _pass_at_from_table(table_, k, policy, n_resamples, seed)
 
 
+def _pick(keys: list[str], mask: npt.NDArray[np.bool_]) -> list[str]:
+    """The keys where ``mask`` holds (most calls keep all or none: no per-key loop then)."""
+    if mask.all():
+        return keys
+    if not mask.any():
+        return []
+    return [keys[i] for i in np.flatnonzero(mask).tolist()]
+
+
 def _pass_at_from_table(
     t: TaskTable, k: int | None, policy: str, n_resamples: int, seed: Seed
 ) -> PassAtReport:
@@ -176,7 +185,7 @@ def _pass_at_from_table(
             "counts binary rewards (0 or 1) only"
         )
     has = t.n_binary > 0
-    no_binary = [key for key, h in zip(t.keys, has.tolist(), strict=True) if not h]
+    no_binary = _pick(t.keys, ~has)
     if no_binary:
         notes.append(
             f"{len(no_binary)} tasks have no binary row and are in no number: "
@@ -184,7 +193,7 @@ def _pass_at_from_table(
         )
     n = t.n_binary[has]
     c = t.n_pass[has]
-    keys = [key for key, h in zip(t.keys, has.tolist(), strict=True) if h]
+    keys = _pick(t.keys, has)
     rates = c / n if n.size else np.zeros(0)
     per_task = dict(zip(keys, rates.tolist(), strict=True))
     pass1 = float(rates.mean()) if rates.size else None
@@ -205,7 +214,7 @@ def _pass_at_from_table(
         notes.append(f"repeat_policy='fixed' but groups differ in size ({sizes})")
     floor = max(chosen or 0, MIN_REPEATS)
     eligible = n >= floor
-    left_out = [key for key, e in zip(keys, eligible.tolist(), strict=True) if not e]
+    left_out = _pick(keys, ~eligible)
     report = PassAtReport(
         pass_at_1=pass1,
         ci95=ci,

@@ -59,6 +59,29 @@ def _as_columns(values: npt.ArrayLike, what: str) -> npt.NDArray[np.float64]:
     return array
 
 
+def _frequency_table(
+    columns: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]] | None:
+    """The distinct task rows and how many tasks share each, or None when there are too many
+    distinct rows for counting to beat drawing indices (a binomial draw costs a few index
+    draws, so counts win while distinct rows are under an eighth of the tasks)."""
+    n, width = columns.shape
+    limit = n // 8
+    # One sort per column and one over the combined codes: far cheaper than np.unique(axis=0).
+    codes = np.zeros(n, dtype=np.int64)
+    size = 1
+    for j in range(width):
+        levels, inverse = np.unique(columns[:, j], return_inverse=True)
+        size *= len(levels)
+        if len(levels) > limit or size >= 2**62:
+            return None
+        codes = codes * len(levels) + inverse.reshape(-1)
+    _, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    if len(first) > limit:
+        return None
+    return columns[first], counts.astype(np.int64)
+
+
 def bootstrap_means(
     values: npt.ArrayLike, n_resamples: int = DEFAULT_RESAMPLES, seed: Seed = 0
 ) -> npt.NDArray[np.float64]:
@@ -72,11 +95,11 @@ def bootstrap_means(
     columns = _as_columns(values, "values")
     n = columns.shape[0]
     rng = _rng(seed)
-    distinct, counts = np.unique(columns, axis=0, return_counts=True)
-    m = distinct.shape[0]
     out = np.empty((n_resamples, columns.shape[1]), dtype=np.float64)
-    # A binomial draw costs a few times an index draw; counts win well before m reaches n.
-    if m * 8 <= n:
+    table = _frequency_table(columns)
+    if table is not None:
+        distinct, counts = table
+        m = distinct.shape[0]
         shares = counts / n
         step = max(1, _CHUNK_ELEMENTS // max(m, 1))
         for start in range(0, n_resamples, step):
