@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+
 from whileai.measure.stats import (
     bootstrap_ci,
     bootstrap_cis,
@@ -111,3 +112,17 @@ def test_t_band_is_t_quantile_times_the_std_of_a_two_run_difference() -> None:
         t_band(0.02, df=0)
     with pytest.raises(ValueError, match="run_std"):
         t_band(-1.0, df=3)
+
+
+def test_columns_with_few_distinct_rows_are_counted_jointly() -> None:
+    # 1,000 tasks whose (pass rate, pass^k) rows take a handful of values: the count path.
+    rng = np.random.default_rng(4)
+    rates = rng.binomial(4, 0.5, size=1000) / 4
+    both = np.column_stack([rates, rates**2])
+    means = bootstrap_means(both, 4000, seed=0)
+    # Each resample's second column is the mean of the squares of the same tasks drawn for the
+    # first, so the two columns stay tied by the same multinomial counts.
+    assert np.corrcoef(means[:, 0], means[:, 1])[0, 1] > 0.9
+    assert means[:, 0].mean() == pytest.approx(rates.mean(), abs=1e-3)
+    assert means[:, 1].mean() == pytest.approx((rates**2).mean(), abs=1e-3)
+    assert means[:, 0].std() == pytest.approx(rates.std() / math.sqrt(1000), rel=0.05)
