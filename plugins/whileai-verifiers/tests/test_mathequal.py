@@ -5,6 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import pickle
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -30,8 +33,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A killed child that was reaped is gone; one not yet reaped shows as a zombie.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize(
@@ -226,6 +232,32 @@ def test_close_leaves_no_worker_running() -> None:
     (pid,) = verifier.worker_pids
     verifier.close()
     assert not _alive(pid)
+
+
+ORPHANED = """
+from whileai_verifiers.mathequal import MathEqual
+verifier = MathEqual(timeout=600.0, workers=1)
+verifier.verify("$\\\\frac{1}{2}$", "0.5")
+print(verifier.worker_pids[0], flush=True)
+verifier.verify("$9^{9^{9^{9}}}$", "1")
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_stuck_mid_comparison_dies_with_its_killed_parent() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", ORPHANED], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        assert _alive(worker)
+    finally:
+        parent.kill()
+        parent.wait()
+    for _ in range(100):  # the kernel delivers the parent-death signal at once; allow a loaded box
+        if not _alive(worker):
+            break
+        time.sleep(0.1)
+    assert not _alive(worker)
 
 
 def test_timeout_none_runs_math_verify_in_the_calling_thread() -> None:

@@ -9,17 +9,25 @@ deadline and kills this process when it passes.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import logging
+import os
 import re
+import signal
 import sys
+import threading
+import time
 from importlib.metadata import version
 from typing import Any
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 MATH_VERIFY_VERSION = version("math-verify")
+#: The process id of the pool that started this worker.
+PARENT_ENV = "WHILEAI_WORKER_PARENT"
+_PR_SET_PDEATHSIG = 1
 _DECIMAL = re.compile(r"-?\d+\.\d+")
 _CONFIG = (LatexExtractionConfig(), ExprExtractionConfig())
 
@@ -87,7 +95,35 @@ def compare(answer: str, references: list[str], strict: bool = True) -> dict[str
     }
 
 
+def _die_with_parent() -> None:
+    """Never outlive the pool that started this worker, even mid-comparison.
+
+    A comparison can sit in one C call (a huge integer power) holding the GIL, so no thread of
+    this process can notice the parent is gone: the kernel sends SIGKILL instead
+    (``PR_SET_PDEATHSIG``; it fires when the parent's spawning thread ends, and the pool starts
+    workers from a thread that lives as long as it does). Where prctl is missing, a thread
+    checks the parent every second.
+    """
+    parent = int(os.environ.get(PARENT_ENV, "0")) or os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def serve() -> None:
+    _die_with_parent()
     out = sys.stdout
     # Parsing LaTeX the first time loads the grammar; do it before saying ready, so the first
     # request's deadline measures the comparison, not the warm-up.

@@ -9,6 +9,7 @@ thread of any process, and is replaced on the next request.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import select
@@ -37,6 +38,7 @@ class _Worker:
         env = dict(os.environ)
         # The child imports what the parent can, wherever the parent found it.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["WHILEAI_WORKER_PARENT"] = str(os.getpid())
         self.process = subprocess.Popen(
             [sys.executable, "-m", module],
             stdin=subprocess.PIPE,
@@ -88,10 +90,11 @@ class _Worker:
                 stream.close()
 
 
-def _kill_all(workers: list[_Worker]) -> None:
+def _shutdown(workers: list[_Worker], spawner: concurrent.futures.ThreadPoolExecutor) -> None:
     for worker in list(workers):
         worker.kill()
     workers.clear()
+    spawner.shutdown(wait=False)
 
 
 class WorkerPool:
@@ -112,7 +115,10 @@ class WorkerPool:
         self._started = 0
         self._all: list[_Worker] = []
         self._closed = False
-        self._finalizer = weakref.finalize(self, _kill_all, self._all)
+        # Workers are started from this one thread, which lives as long as the pool: a worker
+        # asks the kernel to kill it when the thread that started it ends (see _mathworker).
+        self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="workers")
+        self._finalizer = weakref.finalize(self, _shutdown, self._all, self._spawner)
 
     def _acquire(self) -> _Worker:
         with self._changed:
@@ -126,7 +132,7 @@ class WorkerPool:
                     break
                 self._changed.wait()
         try:
-            worker = _Worker(self.module)
+            worker = self._spawner.submit(_Worker, self.module).result()
         except BaseException:
             with self._changed:
                 self._started -= 1
