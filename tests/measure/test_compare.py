@@ -170,3 +170,13 @@ def test_a_bad_row_names_its_arm_and_index() -> None:
         wai.compare(arm(BASE), bad)
     with pytest.raises(wai.RowError, match="arm a: row 0: markers must be a mapping"):
         wai.compare([{**arm(BASE)[0], "markers": [1, 2]}], arm(TUNED))
+
+
+def test_a_task_unjudged_on_one_side_is_skipped_and_said() -> None:
+    b = arm(TUNED)
+    for r in b:
+        if r["task_id"] == "t4":
+            r["reward"] = None
+    report = wai.compare(arm(BASE), b)
+    assert report.n_paired == 3 and (report.only_a, report.only_b) == (0, 0)
+    assert any("1 tasks in both arms have no reward on one side" in n for n in report.notes)

@@ -255,6 +255,12 @@ def _compare_rows(
     unshared = sorted(set(ta.markers) ^ set(tb.markers))
     if unshared:
         notes.append(f"markers only one arm carries are not compared: {name_some(unshared)}")
+    unpaired = len(keys_a & keys_b) - head.n_paired
+    if unpaired > 0:
+        notes.append(
+            f"{unpaired} tasks in both arms have no {headline} on one side (unjudged, or the "
+            "marker not measured) and are skipped"
+        )
     if 0 < head.n_paired < MIN_TASKS_FOR_INTERVAL:
         notes.append(
             f"{head.n_paired} paired task(s): fewer than {MIN_TASKS_FOR_INTERVAL}, so no "
