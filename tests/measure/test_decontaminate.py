@@ -1,0 +1,182 @@
+"""decontaminate: GPT-3 appendix C n-gram overlap, checked against what lm-eval's Janitor flags."""
+
+from __future__ import annotations
+
+import pytest
+
+import whileai as wai
+from whileai.measure.decontaminate import normalize_tokens
+
+SOURCE = "The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat."
+
+# What lm-evaluation-harness's Janitor (ngram_n=13, python mode) flags on each prompt, worked
+# out by running it: register_contaminant(SOURCE), then the 13-gram test clean() makes.
+JANITOR_FLAGS = {
+    "Yesterday, THE quick brown fox jumps over the lazy dog while the cat sleeps!": True,
+    "prefix words here: quick brown fox jumps over the lazy dog while the cat sleeps on the "
+    "warm mat. suffix": True,
+    # 12 tokens: no 13-gram to form
+    "the quick brown fox jumps over the lazy dog while the cat": False,
+    # a lone "-" splits the run for the Janitor, which normalises after splitting
+    "the quick brown fox - jumps over the lazy dog while the cat sleeps on": False,
+    "nothing in this sentence comes from the source text at all, not one run of thirteen "
+    "words": False,
+}
+JANITOR_NGRAMS = {
+    "the quick brown fox jumps over the lazy dog while the cat sleeps",
+    "quick brown fox jumps over the lazy dog while the cat sleeps on",
+    "brown fox jumps over the lazy dog while the cat sleeps on the",
+    "fox jumps over the lazy dog while the cat sleeps on the warm",
+    "jumps over the lazy dog while the cat sleeps on the warm mat",
+}
+
+
+def rows_of(prompts: list[str]) -> list[dict[str, str]]:
+    return [{"prompt": p, "final_text": ""} for p in prompts]
+
+
+def test_normalisation_is_the_janitors() -> None:
+    assert normalize_tokens("Yesterday, THE quick-brown fox!  ") == [
+        "yesterday",
+        "the",
+        "quickbrown",
+        "fox",
+    ]
+    source = normalize_tokens(SOURCE)
+    grams = {" ".join(source[i : i + 13]) for i in range(len(source) - 12)}
+    assert grams == JANITOR_NGRAMS
+
+
+def test_full_13_grams_flag_what_the_janitor_flags() -> None:
+    prompts = list(JANITOR_FLAGS)
+    report = wai.decontaminate(rows_of(prompts), [SOURCE], min_n=13)
+    flagged = {prompts[i] for i in report.contaminated_indices}
+    expected = {p for p, hit in JANITOR_FLAGS.items() if hit}
+    # The one documented difference: the lone "-" is deleted before splitting here.
+    assert flagged == expected | {prompts[3]}
+    assert report.n_contaminated == 3 and report.n_clean == 2
+    assert [r["prompt"] for r in report.clean] == [prompts[2], prompts[4]]
+
+
+def test_report_names_source_item_and_shared_ngram() -> None:
+    against = {"gsm8k": ["unrelated item one two three four five six seven", SOURCE]}
+    report = wai.decontaminate(rows_of(list(JANITOR_FLAGS)), against, min_n=13)
+    first = report.matches[0][0]
+    assert (first.source, first.item, first.field) == ("gsm8k", 1, "prompt")
+    assert first.ngram == "the quick brown fox jumps over the lazy dog while the cat sleeps"
+    assert report.matches[1][0].ngram == (
+        "quick brown fox jumps over the lazy dog while the cat sleeps on"
+    )
+    assert report.per_source == {"gsm8k": 3}
+    assert report["n_contaminated"] == 3
+
+
+def test_short_text_is_compared_whole() -> None:
+    prompts = list(JANITOR_FLAGS)
+    report = wai.decontaminate(rows_of(prompts), [SOURCE])  # default min_n=8
+    # The 12-token prompt lies whole inside the source item: GPT-3 counts it.
+    assert 2 in report.contaminated_indices
+    # A source item of 9 tokens is matched whole inside a longer prompt.
+    short = wai.decontaminate(
+        rows_of(["well, now: the lazy dog while the cat sleeps on it, then more words"]),
+        {"short": ["The lazy dog while the cat sleeps on it"]},
+    )
+    assert short.contaminated_indices == [0]
+    assert short.matches[0][0].ngram == "the lazy dog while the cat sleeps on it"
+
+
+def test_too_short_text_is_counted_not_hidden() -> None:
+    report = wai.decontaminate(
+        rows_of(["the lazy dog", SOURCE]), {"a": ["the lazy dog", SOURCE]}, min_n=8
+    )
+    assert report.rows_too_short == [0]
+    assert report.source_items_too_short == {"a": 1}
+    assert 0 in report.clean_indices
+    assert any("fewer than 8 tokens" in note and "not compared" in note for note in report.notes)
+
+
+def test_against_takes_strings_rows_and_mappings() -> None:
+    rows = rows_of([SOURCE, "another prompt that shares nothing with anything at all here ok"])
+    for against in (SOURCE, [SOURCE], [{"prompt": SOURCE}], {"bench": [SOURCE]}):
+        report = wai.decontaminate(rows, against)
+        assert report.contaminated_indices == [0]
+
+
+def test_several_fields_and_items() -> None:
+    rows = [
+        {"prompt": "clean prompt text with nothing copied", "final_text": SOURCE},
+        {"prompt": "clean prompt text with nothing copied", "final_text": "short"},
+    ]
+    report = wai.decontaminate(
+        rows, {"a": [SOURCE], "b": [SOURCE]}, fields=("prompt", "final_text")
+    )
+    assert report.contaminated_indices == [0]
+    assert {(m.source, m.field) for m in report.matches[0]} == {
+        ("a", "final_text"),
+        ("b", "final_text"),
+    }
+
+
+def test_unicode_whitespace_and_case() -> None:
+    text = "THE\u00a0QUICK brown fox jumps over the lazy dog while the cat sleeps\u3000ÉTÉ"
+    report = wai.decontaminate(rows_of([text]), [SOURCE])
+    assert report.contaminated_indices == [0]
+    assert normalize_tokens("ÉTÉ\u2003été") == ["été", "été"]
+
+
+def test_missing_field_names_the_row() -> None:
+    rows = [{"prompt": SOURCE}, {"final_text": "x"}]
+    with pytest.raises(wai.RowError, match=r"row 1: missing field 'prompt'"):
+        wai.decontaminate(rows, [SOURCE])
+    with pytest.raises(wai.RowError, match=r"row 0: field 'prompt' must be a string"):
+        wai.decontaminate([{"prompt": 3}], [SOURCE])
+    with pytest.raises(wai.RowError, match=r"against\['gsm8k'\]\[0\]: missing field 'prompt'"):
+        wai.decontaminate(rows_of([SOURCE]), {"gsm8k": [{"question": SOURCE}]})
+
+
+def test_bad_settings() -> None:
+    with pytest.raises(ValueError, match="min_n"):
+        wai.decontaminate(rows_of([SOURCE]), [SOURCE], n=13, min_n=14)
+    with pytest.raises(ValueError, match="n must be"):
+        wai.decontaminate(rows_of([SOURCE]), [SOURCE], n=0)
+    with pytest.raises(TypeError, match="rows must be a list"):
+        wai.decontaminate({"prompt": SOURCE}, [SOURCE])  # type: ignore[arg-type]
+
+
+def test_many_rows_agree_with_a_plain_set_of_ngrams() -> None:
+    # The hashed scan must find exactly what a plain set of 13-gram tuples finds.
+    import random
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(40)]
+    sources = [" ".join(rng.choice(words) for _ in range(30)) for _ in range(20)]
+    prompts = []
+    for _ in range(400):
+        tokens = [rng.choice(words) for _ in range(rng.randint(13, 40))]
+        if rng.random() < 0.3:
+            donor = rng.choice(sources).split()
+            start = rng.randint(0, len(donor) - 13)
+            tokens[5:5] = donor[start : start + rng.randint(12, 16)]
+        prompts.append(" ".join(tokens))
+    report = wai.decontaminate(rows_of(prompts), sources, min_n=13)
+    grams = set()
+    for s in sources:
+        t = s.split()
+        grams.update(tuple(t[i : i + 13]) for i in range(len(t) - 12))
+    expected = [
+        i
+        for i, p in enumerate(prompts)
+        if any(tuple(p.split()[j : j + 13]) in grams for j in range(len(p.split()) - 12))
+    ]
+    assert report.contaminated_indices == expected
+    assert 0 < len(expected) < len(prompts)
+
+
+def test_report_prints_readably() -> None:
+    report = wai.decontaminate(rows_of(list(JANITOR_FLAGS)), {"gsm8k": [SOURCE]})
+    text = str(report)
+    assert text.startswith("decontaminate")
+    assert "4 of 5 rows overlap a source" in text
+    assert "gsm8k" in text and "row 0 ~ gsm8k[0]" in text
+    assert "note:" in text
+    assert report.to_dict()["n_rows"] == 5
