@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import whileai as wai
 from scipy import stats
+
+import whileai as wai
 from whileai.measure.pass_at import pass_at_k_estimate, pass_pow_k_estimate
 
 
