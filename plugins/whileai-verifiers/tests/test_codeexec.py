@@ -21,6 +21,7 @@ import whileai as wai
 from whileai.grading import as_scorer, grade_row
 from whileai_verifiers.codeexec import CodeExec
 from whileai_verifiers.codeexec_program import build_program
+from whileai_verifiers.codeexec_sandbox import claimed_uid
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and uid change need root")
 REPO = Path(__file__).resolve().parents[3]
@@ -216,7 +217,13 @@ def test_verify_many_keeps_order_and_runs_the_pool() -> None:
         pairs = [(f"def f():\n    return {i}\n", f"assert f() == {i % 2}") for i in range(6)]
         verdicts = verifier.verify_many(pairs)
     assert [v.reward for v in verdicts] == [1.0 if i in (0, 1) else 0.0 for i in range(6)]
-    assert len({v.meta["uid"] for v in verdicts}) == len(verdicts) or os.geteuid() != 0
+
+
+def test_concurrent_runs_never_share_a_uid() -> None:
+    # Two claims on a range of two uids, held at once, get both; the lock is a file lock, so
+    # this holds across verifiers and processes too.
+    with claimed_uid(5_000_000, 2) as first, claimed_uid(5_000_000, 2) as second:
+        assert {first, second} == {5_000_000, 5_000_001}
 
 
 def test_verify_is_safe_from_many_threads(code: CodeExec) -> None:
@@ -342,3 +349,30 @@ def test_a_pickled_verifier_grades_with_its_own_server() -> None:
         verdict = copy.verify("x = 2", "assert x == 2")
     assert verdict.reward == 1.0
     assert verdict.meta["limits"]["memory_mb"] == 512
+
+
+def test_temporary_files_and_home_are_in_the_working_directory(code: CodeExec) -> None:
+    program = (
+        "import os, tempfile\n"
+        "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n"
+        "    handle.write('data')\n"
+        "where = os.path.dirname(handle.name)\n"
+    )
+    tests = "assert where == os.getcwd() == os.environ['HOME']\nassert open(handle.name).read()"
+    assert code.verify(program, tests).reason == "passed"
+
+
+def test_network_policy_is_recorded() -> None:
+    with CodeExec(timeout=2.0, network="allow") as shared:
+        allowed = shared.verify("x = 1", "pass")
+    assert allowed.meta["network"] == "not isolated: network='allow'"
+    with CodeExec(timeout=2.0, network="require") as strict:
+        required = strict.verify("x = 1", "pass")
+    if os.geteuid() == 0:
+        assert (required.reward, required.meta["network"]) == (1.0, "isolated")
+    else:
+        assert required.status == "error"
+        assert required.reason == (
+            "network='require' but the network is not isolated: "
+            "creating a network namespace needs root"
+        )

@@ -268,6 +268,10 @@ def child_main(job: dict[str, Any], report_fd: int, notes: dict[str, str]) -> No
     status = 70
     try:
         os.chdir(job["workdir"])
+        # Home and temporary files go to the working directory, the one place it may write.
+        os.environ.update(HOME=job["workdir"], TMPDIR=job["workdir"])
+        if "tempfile" in sys.modules:
+            setattr(sys.modules["tempfile"], "tempdir", None)  # noqa: B010
         drop_privileges(job)
         # Set after the uid change, which clears it: if the init is killed, so is this.
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -372,10 +376,12 @@ def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str]) -> Non
                 break
         signal.setitimer(signal.ITIMER_REAL, 0)
         if contained:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)
+            # Again after every reap: a process forked while the first signal went out may have
+            # missed it.
             with contextlib.suppress(ChildProcessError):
                 while True:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(-1, signal.SIGKILL)
                     os.wait()
         else:
             end_descendants()
