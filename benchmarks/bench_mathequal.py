@@ -46,10 +46,10 @@ def math_verify_direct() -> Callable[[str, str], bool | None]:
     return judge
 
 
-def math_equal() -> tuple[Callable[[str, str], bool | None], Any]:
+def math_equal(**options: Any) -> tuple[Callable[[str, str], bool | None], Any]:
     from whileai_verifiers.mathequal import MathEqual
 
-    verifier = MathEqual()
+    verifier = MathEqual(**options)
 
     def judge(completion: str, reference: str) -> bool | None:
         verdict = verifier.verify(completion, reference)
@@ -76,8 +76,9 @@ def main() -> None:
 
     pairs = load(args.quick)
     ours, verifier = math_equal()
+    in_process, _ = math_equal(timeout=None)
     peer = math_verify_direct()
-    for judge in (ours, peer):
+    for judge in (ours, in_process, peer):
         judge("$\\frac{1}{3}$", "\\frac{2}{6}")
         judge("#### 7", "7")
 
@@ -104,6 +105,19 @@ def main() -> None:
                 target=target,
             )
         )
+        if kind == "latex":
+            # What the deadline costs: the slow path through a worker process against the same
+            # path in this thread with no deadline, both with every cache warm (second pass).
+            run(in_process, subset)
+            warm = timed("MathEqual", functools.partial(run, ours, subset))
+            bare = timed("MathEqual(timeout=None)", functools.partial(run, in_process, subset))
+            line = ratio_line(
+                "warm slow path, worker vs in-process",
+                warm.rate(len(subset)),
+                bare.rate(len(subset)),
+                "in-process",
+            )
+            print("  " + line)
         if kind == "all":
             for name, decisions in (("MathEqual", ours_t.result), ("math-verify", peer_t.result)):
                 wrong = [
