@@ -1,0 +1,118 @@
+"""judge_agreement: the judge's labels against gold ones, and the rate that matters most."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+import whileai as wai
+
+
+def labelled(
+    pairs: Sequence[tuple[float | None, float | None]], **extra: object
+) -> list[dict[str, object]]:
+    """Rows the judge scored (reward) with a hand label (gold_reward)."""
+    return [
+        {
+            "task_id": f"t{i}",
+            "prompt": f"question {i}",
+            "final_text": "answer",
+            "reward": judge,
+            "gold_reward": gold,
+            "judge_name": "phi-4",
+            **extra,
+        }
+        for i, (judge, gold) in enumerate(pairs)
+    ]
+
+
+def sample(pp: int, pf: int, fp: int, ff: int) -> list[dict[str, object]]:
+    """pp judge pass / gold pass, pf judge pass / gold fail, fp, ff likewise."""
+    pairs = [(1.0, 1.0)] * pp + [(1.0, 0.0)] * pf + [(0.0, 1.0)] * fp + [(0.0, 0.0)] * ff
+    return labelled(pairs)
+
+
+def test_counts_agreement_kappa_and_pass_when_gold_fail() -> None:
+    report = wai.judge_agreement(sample(pp=40, pf=6, fp=4, ff=10))
+    assert report.n_gold == 60 and report.floor_met
+    assert report.confusion.as_table() == [[40, 6], [4, 10]]
+    assert report.agreement.count == 50 and report.agreement.share == pytest.approx(50 / 60)
+    # 16 gold failures, the judge passed 6 of them
+    assert (report.pass_when_gold_fail.count, report.pass_when_gold_fail.n) == (6, 16)
+    assert report.pass_when_gold_fail.ci95 == pytest.approx(wai.wilson_interval(6, 16))
+    assert (report.fail_when_gold_pass.count, report.fail_when_gold_pass.n) == (4, 44)
+    # kappa by hand: p_o = 50/60; p_e = (46*44 + 14*16) / 60^2
+    p_o, p_e = 50 / 60, (46 * 44 + 14 * 16) / 3600
+    assert report.kappa == pytest.approx((p_o - p_e) / (1 - p_e))
+    assert report["kappa"] == report.kappa
+    assert not any("floor" in n for n in report.notes)
+
+
+def test_under_fifty_gold_rows_the_floor_is_not_met() -> None:
+    report = wai.judge_agreement(sample(pp=20, pf=5, fp=4, ff=20))
+    assert report.n_gold == 49 and not report.floor_met
+    assert any("floor not met" in n and "49" in n for n in report.notes)
+    assert "floor not met" in str(report)
+    assert wai.judge_agreement(sample(pp=20, pf=5, fp=5, ff=20)).floor_met
+
+
+def test_rows_without_gold_or_judgment_are_skipped_and_counted() -> None:
+    rows = sample(pp=3, pf=1, fp=1, ff=3)
+    rows += labelled([(1.0, None), (0.0, None)])
+    rows += labelled([(None, 1.0)])
+    rows.append({**labelled([(1.0, 1.0)])[0], "judge_status": "error"})
+    report = wai.judge_agreement(rows)
+    assert report.n_gold == 8
+    assert report.skipped == {"no gold_reward": 2, "not judged": 2}
+    assert any("2 rows skipped: no gold_reward" in n for n in report.notes)
+
+
+def test_partial_scores_read_against_the_threshold() -> None:
+    rows = labelled([(0.7, 1.0), (0.4, 0.0), (0.6, 0.0)])
+    report = wai.judge_agreement(rows)
+    assert report.confusion.as_table() == [[1, 1], [0, 1]]
+    assert report.n_partial == 3
+    strict = wai.judge_agreement(rows, threshold=0.65)
+    assert strict.confusion.as_table() == [[1, 0], [0, 2]]
+
+
+def test_a_second_scoring_run_as_gold_pairs_by_task_and_position() -> None:
+    def run(rewards: dict[str, list[float]]) -> list[dict[str, object]]:
+        return [
+            {"task_id": task, "prompt": task, "final_text": str(k), "reward": r}
+            for task, values in rewards.items()
+            for k, r in enumerate(values)
+        ]
+
+    judged = run({"a": [1, 1, 0], "b": [0, 1], "c": [1]})
+    second = run({"b": [0, 0], "a": [1, 0, 0], "d": [1]})  # another order, c missing, d extra
+    report = wai.judge_agreement(judged, gold=second)
+    # pairs: a0 (1,1) a1 (1,0) a2 (0,0) b0 (0,0) b1 (1,0)
+    assert report.n_gold == 5
+    assert report.confusion.as_table() == [[1, 2], [0, 2]]
+    assert report.pass_when_gold_fail.count == 2 and report.pass_when_gold_fail.n == 4
+    assert report.skipped == {
+        "no gold row at its task and position": 1,
+        "gold rows with no row to pair": 1,
+    }
+    assert "second scoring run" in report.gold_source
+
+
+def test_bad_gold_label_names_row_and_field() -> None:
+    rows = sample(pp=1, pf=0, fp=0, ff=1)
+    rows[1]["gold_reward"] = 2
+    with pytest.raises(wai.RowError, match=r"row 1: gold_reward is 2, outside \[0, 1\]"):
+        wai.judge_agreement(rows)
+    with pytest.raises(wai.RowError, match=r"row 0: missing required field 'final_text'"):
+        wai.judge_agreement([{"prompt": "p", "reward": 1, "gold_reward": 1}])
+    with pytest.raises(ValueError, match="threshold"):
+        wai.judge_agreement(rows[:1], threshold=0)
+
+
+def test_report_prints_readably() -> None:
+    text = str(wai.judge_agreement(sample(pp=40, pf=6, fp=4, ff=10)))
+    assert text.splitlines()[0] == "judge_agreement"
+    for needed in ("agreement", "pass_when_gold_fail", "Cohen's kappa", "judge pass", "gold fail"):
+        assert needed in text
+    assert "6/16" in text

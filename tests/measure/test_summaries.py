@@ -1,0 +1,200 @@
+"""metric_summary, marker_summary, trace_flag_report, refusal_report and judge_trust."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import whileai as wai
+from whileai.measure.stats import bootstrap_ci
+from whileai.measure.summaries import detect_refusal
+
+
+def row(task: str, reward: float | None, **extra: object) -> dict[str, object]:
+    return {
+        "task_id": task,
+        "prompt": f"prompt {task}",
+        "final_text": "an answer",
+        "reward": reward,
+        **extra,
+    }
+
+
+def test_metric_summary_averages_per_task_first() -> None:
+    # Task a has three rows, b and c one each: a row mean would weight a three times.
+    rows = [
+        row("a", 1.0, markers={"chars": 10}),
+        row("a", 1.0, markers={"chars": 20}),
+        row("a", 1.0, markers={"chars": 30}),
+        row("b", 0.0, markers={"chars": 100}),
+        row("c", 0.0, markers={"chars": 40}),
+    ]
+    report = wai.metric_summary(rows)
+    assert report.metrics["reward"].mean == pytest.approx(1 / 3)
+    assert report.metrics["chars"].mean == pytest.approx((20 + 100 + 40) / 3)
+    assert report.metrics["chars"].ci95 == pytest.approx(bootstrap_ci([20.0, 100.0, 40.0]))
+    assert (report.metrics["reward"].n_tasks, report.metrics["reward"].n_rows) == (3, 5)
+    assert report.n_tasks == 3 and report.n_rows == 5
+
+
+def test_metric_summary_interval_matches_scipy_bootstrap() -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    rows = [
+        row(f"t{t}", float(rng.random() < 0.6), markers={"score": float(v)})
+        for t in range(80)
+        for v in rng.normal(t % 7, 1.0, size=2)
+    ]
+    report = wai.marker_summary(rows, n_resamples=4000)
+    scores = [float(r["markers"]["score"]) for r in rows]  # type: ignore[index]
+    per_task = np.array([np.mean(scores[2 * t : 2 * t + 2]) for t in range(80)])
+    reference = stats.bootstrap(
+        (per_task,), np.mean, n_resamples=4000, method="percentile", random_state=1
+    ).confidence_interval
+    low, high = report.metrics["score"].ci95
+    width = reference.high - reference.low
+    assert low == pytest.approx(reference.low, abs=0.05 * width)
+    assert high == pytest.approx(reference.high, abs=0.05 * width)
+
+
+def test_few_tasks_give_a_point_estimate_with_a_note() -> None:
+    report = wai.metric_summary([row("a", 1.0), row("b", 0.0)])
+    assert report.metrics["reward"].ci95 is None
+    assert any("point estimate" in n for n in report.notes)
+    assert "no interval" in str(report)
+
+
+def test_named_metrics_and_unknown_marker() -> None:
+    rows = [row(t, 1.0, markers={"chars": 3, "turns": 2}) for t in "abc"]
+    report = wai.metric_summary(rows, ["marker:turns"])
+    assert list(report.metrics) == ["turns"]
+    with pytest.raises(
+        ValueError, match="no row carries marker 'tone'; markers present: chars, turns"
+    ):
+        wai.metric_summary(rows, ["tone"])
+
+
+def test_marker_summary_leaves_reward_out_and_says_when_empty() -> None:
+    rows = [row(t, 1.0, markers={"chars": 3}) for t in "abc"]
+    assert list(wai.marker_summary(rows).metrics) == ["chars"]
+    empty = wai.marker_summary([row(t, 1.0) for t in "abc"])
+    assert empty.metrics == {} and any("no row carries markers" in n for n in empty.notes)
+
+
+def test_bad_marker_names_the_row() -> None:
+    rows = [row("a", 1.0, markers={"chars": 3}), row("b", 1.0, markers={"chars": "long"})]
+    with pytest.raises(wai.RowError, match="row 1: marker 'chars' is 'long', not a number"):
+        wai.metric_summary(rows)
+
+
+def test_trace_flag_report_clean_share_with_wilson() -> None:
+    rows = [
+        row(f"t{i}", 1.0, markers={"tool_error": i < 3, "looped": 0, "chars": 10 + i})
+        for i in range(10)
+    ]
+    report = wai.trace_flag_report(rows)
+    assert set(report.flags) == {"tool_error", "looped"}
+    tool = report.flags["tool_error"]
+    assert (tool.count, tool.n, tool.share) == (7, 10, 0.7)
+    assert tool.ci95 == pytest.approx(wai.wilson_interval(7, 10))
+    assert report.flags["looped"].share == 1.0
+    assert report.not_flags == ["chars"]
+    text = str(report)
+    assert "tool_error" in text and "7/10" in text and "chars" in text
+
+
+def test_trace_flag_report_warns_about_repeats() -> None:
+    rows = [
+        row("a", 1.0, markers={"f": True}),
+        row("a", 0.0, markers={"f": False}),
+        row("b", 1.0, markers={"f": False}),
+    ]
+    report = wai.trace_flag_report(rows)
+    assert any("1 tasks have repeats" in n for n in report.notes)
+
+
+def test_refusal_report_reads_the_marker_and_detects_elsewhere() -> None:
+    rows = [
+        row("a", 0.0, markers={"refusal": True}, final_text="Here you go"),
+        row("b", 1.0, markers={"refusal": 0}, final_text="I can't help with that"),
+        {**row("c", 0.0), "final_text": "I\u2019m sorry, but I cannot do that."},
+        {**row("d", 1.0), "final_text": "Sure: 42"},
+    ]
+    report = wai.refusal_report(rows)
+    # a: marker says refusal; b: the marker overrides the text; c: detected; d: not.
+    assert (report.refusals.count, report.refusals.n) == (2, 4)
+    assert (report.from_marker, report.detected, report.source) == (2, 2, "mixed")
+    assert report.refusals.ci95 == pytest.approx(wai.wilson_interval(2, 4))
+    assert any("detected by a simple rule" in n for n in report.notes)
+    assert "refusal" in str(report)
+
+
+def test_refusal_rule() -> None:
+    for text in (
+        "I'm sorry, I can't",
+        "  I cannot assist",
+        "As an AI, I won't",
+        "I won't do that",
+        "Unfortunately, I can't",
+    ):
+        assert detect_refusal(text), text
+    for text in ("Sure, here it is", "The answer is 5. Sorry for the delay.", ""):
+        assert not detect_refusal(text), text
+
+
+def test_refusal_marker_must_be_a_flag() -> None:
+    with pytest.raises(ValueError, match=r"row 0: markers\['refusal'\] is 0.5"):
+        wai.refusal_report([row("a", 1.0, markers={"refusal": 0.5})])
+
+
+def test_judge_trust_with_gold_flags_and_self_judging() -> None:
+    rows = []
+    for i in range(60):
+        gold = float(i % 2)
+        judged = 1.0 if i % 10 == 0 else gold  # passes 6 of 30 gold failures (0, 10, .., 50)
+        rows.append(
+            row(
+                f"t{i}",
+                judged,
+                gold_reward=gold,
+                judge_name="phi-4",
+                judge_status="ok",
+                judge_meta={"model": "phi-4", "version": "phi-4@abc"},
+                model_version="qwen" if i else "phi-4",
+                markers={"tool_error": i < 10},
+            )
+        )
+    rows.append(
+        row(
+            "broken",
+            None,
+            judge_status="error",
+            judge_name="phi-4",
+            judge_meta={"model": "phi-4", "version": "phi-4@abc"},
+        )
+    )
+    report = wai.judge_trust(rows)
+    assert (report.errors.count, report.errors.n) == (1, 61)
+    assert (report.pass_when_gold_fail.count, report.pass_when_gold_fail.n) == (6, 30)
+    assert (report.disagreement.count, report.disagreement.n) == (6, 60)
+    assert report.floor_met and report.n_gold == 60
+    flag = report.passed_while_flagged["tool_error"]
+    # rows 0..9 fired; the judge passed the odd ones (gold 1) and row 0
+    assert (flag.count, flag.n) == (6, 10)
+    assert report.self_judged == 1
+    assert report.judges == ["phi-4@abc"]
+    assert any("self_judged" in n for n in report.notes)
+    text = str(report)
+    assert "pass_when_gold_fail" in text and "passed while tool_error fired" in text
+
+
+def test_judge_trust_without_gold_says_accuracy_is_unmeasured() -> None:
+    report = wai.judge_trust(
+        [row(t, 1.0, judge_name="j1") for t in "ab"] + [row("c", 0.0, judge_name="j2")]
+    )
+    assert report.disagreement is None and report.pass_when_gold_fail is None
+    assert any("accuracy is unmeasured" in n for n in report.notes)
+    assert any("2 judge versions" in n for n in report.notes)
+    few = wai.judge_trust([row("a", 1.0, gold_reward=1.0)])
+    assert not few.floor_met and any("floor not met" in n for n in few.notes)
