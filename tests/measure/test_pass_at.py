@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 import whileai as wai
@@ -231,3 +233,19 @@ def test_report_to_dict_is_plain_data() -> None:
     report = wai.pass_at(grouped([[1, 0, 1, 1], [0, 0, 1, 0], [1, 1, 1, 1]]))
     plain = json.loads(json.dumps(report.to_dict()))
     assert plain["k"] == 4 and plain["counts"]["binary"] == 12
+
+
+@given(
+    st.lists(st.lists(st.sampled_from([0, 1]), min_size=4, max_size=12), min_size=1, max_size=20),
+    st.integers(min_value=1, max_value=4),
+)
+@settings(max_examples=60, deadline=None)
+def test_reliability_pass_rate_and_reach_are_ordered(scores: list[list[int]], k: int) -> None:
+    report = wai.pass_at(grouped(scores), k=k, n_resamples=200)
+    assert report.pass_pow_k is not None and report.pass_at_k is not None
+    # All k pass <= one passes <= at least one of k passes, for every group and so on average.
+    assert report.pass_pow_k <= report.pass_at_1 + 1e-12
+    assert report.pass_at_1 <= report.pass_at_k + 1e-12
+    if k == 1:
+        assert report.pass_pow_k == pytest.approx(report.pass_at_1)
+        assert report.pass_at_k == pytest.approx(report.pass_at_1)
