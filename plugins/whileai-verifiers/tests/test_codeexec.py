@@ -376,3 +376,22 @@ def test_network_policy_is_recorded() -> None:
             "network='require' but the network is not isolated: "
             "creating a network namespace needs root"
         )
+
+
+def test_rows_graded_by_codeexec_say_what_scored_them() -> None:
+    reference = {
+        "prompt": "def add(a, b):\n",
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+        "entry_point": "add",
+    }
+    with CodeExec(timeout=2.0) as verifier:
+        rows = wai.rows(
+            ["Write add(a, b)."],
+            [["    return a + b\n", "    return a - b\n"]],
+            reward=verifier,
+            references=[reference],
+        )
+    assert [row["reward"] for row in rows] == [1.0, 0.0]
+    assert rows[1]["reason"] == "AssertionError (<tests> line 2: assert candidate(1, 2) == 3)"
+    assert {row["judge_name"] for row in rows} == {"CodeExec"}
+    assert rows[0]["judge_meta"]["version"] == verifier.version
