@@ -1,26 +1,26 @@
 """The sandbox's own side: run as a script (``python -I codeexec_child.py FD NETWORK``) by CodeExec.
 
 Standard library only, because it starts before anything is imported and its forks run as
-another user. Each run reads one job (JSON) from a pipe while still privileged, then:
+another user. It is started once per verifier as a small server (``serve``) that forks one
+process per run, so each run starts from a warm interpreter. Then:
 
-0. it is started once per verifier as a small server that forks one process per run
-   (``serve``), so each run starts from a warm interpreter;
 1. the server, as root, moves into a new network namespace with only a down loopback, so no
-   connection from any run leaves the machine; each run, as root, moves into new mount and PID
-   namespaces where the kernel allows it: /tmp, /var/tmp, /dev/shm, the parent of the working
-   directory and every directory the sandbox user could not read anyway (e.g. /root) are covered
-   by empty root-owned filesystems, the interpreter's own files bound back in, and the working
-   directory is a fresh size-limited tmpfs owned by the sandbox user;
-2. forks a minimal init, PID 1 of the new PID namespace, which forks the program's process, reaps
-   orphans and, when the program ends, exits: the kernel then kills everything left in the
-   namespace, including daemonised grandchildren;
-3. the program's process drops to the job's unprivileged uid, applies the resource limits, runs the
-   candidate program and the tests in one module namespace, and reports the outcome on a pipe;
-4. the init waits for it, kills and reaps whatever is left in the namespace, and writes one JSON
-   record with the exit status, CPU time and the outcome to the result pipe, for the runner.
+   connection from any run leaves the machine;
+2. each run's first process reads its job (JSON) from a pipe while still privileged and, as
+   root, moves into new mount and PID namespaces where the kernel allows it: /tmp, /var/tmp,
+   /dev/shm, the parent of the working directory and every directory the sandbox user could not
+   read anyway (e.g. /root) are covered by empty root-owned filesystems with the interpreter's
+   own files bound back in, and the working directory is a fresh size-limited tmpfs owned by the
+   sandbox user. It writes the isolation notes to the result pipe, forks the init and exits;
+3. the init, PID 1 of the new PID namespace, forks the program's process, which drops to the
+   job's unprivileged uid, applies the resource limits, runs the candidate program and the tests
+   in one module namespace, and reports the outcome on a pipe;
+4. when the program's process ends, the init kills and reaps everything left in the namespace
+   (daemonised grandchildren included) and writes the final record (exit status, CPU time,
+   outcome) to the result pipe; its exit closes the pipe, which tells the runner the run is over.
 
-Each step that the machine does not allow is skipped and named in the record, so the runner
-can say what isolation the result had.
+Each step that the machine does not allow is skipped and named in the notes, so the runner can
+say what isolation the result had.
 """
 
 from __future__ import annotations
