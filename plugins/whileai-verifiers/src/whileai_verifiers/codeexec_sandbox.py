@@ -1,12 +1,14 @@
 """Runs one program in a sandbox process and cleans up after it; the verifier only interprets.
 
-The runner (this module, in the caller's process and thread) starts ``codeexec_child.py`` in a
-new session, hands it the job on stdin and watches its stdout, stderr, result pipe and a pidfd
-against a deadline with ``select``: no signals are used in the caller, so it works from any
-thread. At the end, whatever happened, every process of the sandbox is sent SIGKILL: all
-processes of the sandbox's uid (which no one else uses while we hold its lock) and all of its
-session, so a child that ignores SIGTERM or a grandchild that daemonised is gone too, then the
-working directory is removed.
+The runner (this module, in the caller's thread) asks the verifier's sandbox server to fork a
+run holding four pipes (job, stdout, stderr, result), and reads them with ``select`` against the
+wall deadline until the result pipe closes: no signals are used in the caller, so it works from
+any thread. The run's init closes that pipe only after every process of the run is dead (see
+``codeexec_child``). If the deadline passes, or the run could not be contained in a PID
+namespace, every process of the run's uid (which no other run uses while we hold its lock) and
+of its session is sent SIGKILL, so a child that ignores SIGTERM or a grandchild that
+daemonised is gone too. A working directory made on the host (without a mount namespace) is
+removed afterwards.
 """
 
 from __future__ import annotations
