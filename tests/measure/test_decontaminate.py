@@ -172,6 +172,27 @@ def test_many_rows_agree_with_a_plain_set_of_ngrams() -> None:
     assert 0 < len(expected) < len(prompts)
 
 
+def test_hash_collisions_neither_make_nor_hide_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import numpy as np
+
+    # The module, not the function of the same name the package exports.
+    module = importlib.import_module("whileai.measure.decontaminate")
+
+    prompts = [
+        *JANITOR_FLAGS,
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen",
+    ]
+    against = {"a": [SOURCE, "zero one two three four five six seven eight nine ten eleven twelve"]}
+    honest = wai.decontaminate(rows_of(prompts), against)
+    # Every token hashes alike, so every window collides with every source window.
+    monkeypatch.setattr(module, "_mix", lambda z: np.zeros_like(z))
+    colliding = wai.decontaminate(rows_of(prompts), against)
+    assert colliding.contaminated_indices == honest.contaminated_indices == [0, 1, 2, 3, 5]
+    assert colliding.matches == honest.matches
+
+
 def test_report_prints_readably() -> None:
     report = wai.decontaminate(rows_of(list(JANITOR_FLAGS)), {"gsm8k": [SOURCE]})
     text = str(report)

@@ -335,15 +335,15 @@ def _hash_spans(
 
 @attrs.define
 class _HashSet:
-    """Sorted gram hashes with a bitmap in front (one gather rejects almost every window). Each
-    distinct (hash, item) pair keeps the source position of its first gram, where a candidate
-    window is confirmed token by token."""
+    """Sorted gram hashes with a bitmap in front (one gather rejects almost every window), and
+    for each hash every source position holding a gram with it, where a candidate window is
+    confirmed token by token."""
 
     values: npt.NDArray[np.uint64]
-    start: npt.NDArray[np.int64]  # each value's first pair
-    count: npt.NDArray[np.int64]  # how many items hold a gram with this hash
-    pair_owner: npt.NDArray[np.int64]
-    pair_position: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]  # each value's first entry in the position arrays
+    count: npt.NDArray[np.int64]  # how many source windows have this hash
+    owner: npt.NDArray[np.int64]  # per source window: the item it belongs to
+    position: npt.NDArray[np.int64]  # per source window: its first token
     bitmap: npt.NDArray[np.bool_]
     mask: np.uint64
 
@@ -356,9 +356,6 @@ class _HashSet:
     ) -> _HashSet:
         order = np.lexsort((positions, owners, hashes))
         hashes, owners, positions = hashes[order], owners[order], positions[order]
-        distinct = np.ones(len(hashes), dtype=np.bool_)
-        distinct[1:] = (hashes[1:] != hashes[:-1]) | (owners[1:] != owners[:-1])
-        hashes, owners, positions = hashes[distinct], owners[distinct], positions[distinct]
         values, start, count = np.unique(hashes, return_index=True, return_counts=True)
         bits = int(min(26, max(16, math.ceil(math.log2(max(len(values), 1))) + 6)))
         mask = np.uint64((1 << bits) - 1)
@@ -547,8 +544,9 @@ def _window_hits(index: _Index, tokens: _Tokens) -> list[tuple[int, int, Gram, l
 
     Each window length the index holds is one vectorised polynomial hash over the token hashes
     and one set lookup. Only the first window per (text, item) pair is then confirmed against
-    the source tokens; if that fails (two different grams with one 64-bit hash), every candidate
-    window of the pair is confirmed, so a collision with another item's gram costs no match.
+    the source tokens (every source window with its hash); if that fails (a different gram with
+    the same 64-bit hash), every candidate window of the pair is confirmed, so a hash collision
+    never costs a match nor makes one.
     """
     n_owners = len(index.owners)
     hits: list[tuple[int, int, Gram, list[int]]] = []
@@ -559,7 +557,7 @@ def _window_hits(index: _Index, tokens: _Tokens) -> list[tuple[int, int, Gram, l
         # A window that runs into the next text is not a window of either.
         inside = tokens.text_of[positions] == tokens.text_of[positions + k - 1]
         positions, values = positions[inside], values[inside]
-        pair = tokens.text_of[positions] * n_owners + lookup.pair_owner[lookup.start[values]]
+        pair = tokens.text_of[positions] * n_owners + lookup.owner[lookup.start[values]]
         _, first = np.unique(pair, return_index=True)
         keep = np.zeros(len(positions), dtype=np.bool_)
         keep[first] = True
@@ -590,14 +588,16 @@ def _confirm(
     start = int(lookup.start[value])
     count = int(lookup.count[value])
     if count == 1:  # the common case, without the list machinery
-        held = index.words(int(lookup.pair_position[start]), k) == gram
-        owners = [int(lookup.pair_owner[start])] if held else []
+        held = index.words(int(lookup.position[start]), k) == gram
+        owners = [int(lookup.owner[start])] if held else []
     else:
-        owners = [
-            int(lookup.pair_owner[j])
-            for j in range(start, start + count)
-            if index.words(int(lookup.pair_position[j]), k) == gram
-        ]
+        owners = []
+        for j in range(start, start + count):
+            owner = int(lookup.owner[j])
+            if (not owners or owners[-1] != owner) and index.words(
+                int(lookup.position[j]), k
+            ) == gram:
+                owners.append(owner)
     if not owners:
         return False
     t = int(tokens.text_of[i])
