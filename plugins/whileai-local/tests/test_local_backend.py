@@ -110,6 +110,43 @@ def test_a_question_about_an_order_calls_the_order_tool(backend: Backend) -> Non
     assert reply.output_tokens is not None and reply.output_tokens > 0
 
 
+def test_a_tool_call_reports_the_logprobs_of_every_token_it_chose(backend: Backend) -> None:
+    messages = [SHOP_SYSTEM, {"role": "user", "content": "Where is my order A1234?"}]
+    sampling = {"temperature": 0, "max_tokens": 40}
+    reply = complete(backend, messages, tools=[ORDER_TOOL], sampling=sampling, logprobs=True)
+    assert reply.tool_calls[0].name == "get_order"
+    # the tool's name and its arguments, every step the model took this turn
+    assert reply.n_tokens == reply.output_tokens
+    assert reply.n_tokens is not None and reply.n_tokens > len('{"order_id": "A1234"}') // 4
+    assert reply.logprob is not None and reply.logprob < 0
+
+
+def test_tool_arguments_cut_at_the_token_cap_are_truncated_and_kept_raw(backend: Backend) -> None:
+    note_tool = {
+        "type": "function",
+        "function": {
+            "name": "write_note",
+            "description": "Save a note for the customer",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+        },
+    }
+    messages = [
+        SHOP_SYSTEM,
+        {"role": "user", "content": "Save a note with the full history of Rome, in detail."},
+    ]
+    sampling = {"temperature": 0.7, "max_tokens": 8, "seed": 1}
+    reply = complete(backend, messages, tools=[note_tool], sampling=sampling)
+    assert reply.finish_reason == "truncated"
+    (call,) = reply.tool_calls
+    assert call.name == "write_note"
+    assert call.arguments == {}
+    assert call.raw_arguments is not None and call.raw_arguments.startswith("{")
+
+
 def test_a_model_offered_tools_may_answer_in_text(backend: Backend) -> None:
     messages = [{"role": "user", "content": "Hi there! How are you today?"}]
     sampling = {"temperature": 0, "max_tokens": 24}

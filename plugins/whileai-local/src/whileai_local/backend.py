@@ -185,7 +185,8 @@ class LocalBackend:
         return options
 
     def _with_tools(self, request: _Request) -> Completion:
-        pool = self._pool(logits_all=False, chat_format=_FUNCTION_CALLING)
+        pool = self._pool(logits_all=request.logprobs, chat_format=_FUNCTION_CALLING)
+        calls: list[Any] = []
         with pool.borrow() as llama:
             # Start from an empty cache so the answer depends on the seed alone, not on what
             # this context generated before (a reused prefix is evaluated in other batches).
@@ -193,32 +194,48 @@ class LocalBackend:
             # The function-calling handler does not pass the seed on to sampling; it reseeds
             # each step from the context's current seed, so setting that makes it reproducible.
             llama.set_seed(request.seed)
-            out = llama.create_chat_completion(
-                messages=normalize(request.messages, for_tools=True),
-                tools=request.tools,
-                tool_choice="auto",
-                **self._options(request),
-            )
-        choice = out["choices"][0]
-        calls = choice["message"].get("tool_calls") or []
-        usage = out.get("usage") or {}
-        spent = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
-        if not calls:
+            llama.calls, llama.max_tokens_cap = calls, request.max_tokens
+            try:
+                out = llama.create_chat_completion(
+                    messages=normalize(request.messages, for_tools=True),
+                    tools=request.tools,
+                    tool_choice="auto",
+                    **self._options(request),
+                )
+            finally:
+                llama.calls = None
+        message = out["choices"][0]["message"]
+        tool_calls = message.get("tool_calls") or []
+        # the handler's own usage leaves out the steps that chose the tool; count every step
+        spent = (
+            int(calls[0]["usage"]["prompt_tokens"]) if calls else 0,
+            sum(int(call["usage"]["completion_tokens"]) for call in calls),
+        )
+        if not tool_calls:
             # The model chose to answer in text. llama-cpp-python's handler then generates
             # under a grammar that allows only another function name or the end of the turn,
             # so its text is always empty; the answer is written by the plain chat template.
             return self._chat(request, spent=spent)
+        cut = any(call["choices"][0]["finish_reason"] == "length" for call in calls)
+        logprob = n_tokens = None
+        if request.logprobs:
+            tokens = [
+                float(value)
+                for call in calls
+                for value in (call["choices"][0]["logprobs"] or {}).get("token_logprobs") or []
+            ]
+            logprob, n_tokens = float(sum(tokens)), len(tokens)
         return Completion(
-            text=choice["message"].get("content") or "",
+            text=message.get("content") or "",
             model=self.model,
             sampling=self._sampling(request),
-            tool_calls=tuple(_tool_call(call) for call in calls),
-            finish_reason="tool_calls",
+            tool_calls=tuple(_tool_call(call) for call in tool_calls),
+            finish_reason="truncated" if cut else "tool_calls",
             input_tokens=spent[0],
             output_tokens=spent[1],
-            # The function-calling handler does not return logprobs for the arguments.
-            logprob=None,
-            n_tokens=None,
+            # every token the model chose this turn: the tool's name and its arguments
+            logprob=logprob,
+            n_tokens=n_tokens,
         )
 
     def _chat(self, request: _Request, *, spent: tuple[int, int]) -> Completion:

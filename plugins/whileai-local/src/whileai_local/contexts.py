@@ -16,6 +16,7 @@ per core and the backend runs as many generations side by side.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -64,9 +65,7 @@ class ContextPool:
         return self._created
 
     def _new(self) -> Any:
-        from llama_cpp import Llama
-
-        return Llama(
+        return llama_class()(
             model_path=str(self.key.path),
             n_ctx=self.key.n_ctx,
             n_threads=1,
@@ -99,6 +98,40 @@ class ContextPool:
                 self._idle.put(llama)
         finally:
             self._free.release()
+
+
+@functools.cache
+def llama_class() -> type:
+    """``Llama`` with a record of the completions one chat call makes (imported on first use,
+    so loading the plugin does not load llama.cpp).
+
+    llama.cpp's function-calling handler runs several raw completions per chat call (choose a
+    tool, write its arguments, choose again), passes no token cap to them, asks none of them for
+    log-probabilities, and counts only the argument-writing ones in its usage. While ``calls``
+    is a list, every raw completion is appended to it, an unset cap becomes ``max_tokens_cap``
+    and, on a ``logits_all`` context, log-probabilities are requested, so the backend can
+    report the tokens, the cap and the logprobs of the whole turn. A context is used by one
+    thread at a time (the pool sees to it), so this per-instance state is never shared.
+    """
+    from llama_cpp import Llama
+
+    class RecordingLlama(Llama):
+        calls: list[Any] | None = None
+        max_tokens_cap: int | None = None
+
+        def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+            log = self.calls
+            if log is not None:
+                if kwargs.get("max_tokens") is None or kwargs["max_tokens"] <= 0:
+                    kwargs["max_tokens"] = self.max_tokens_cap
+                if self._logits_all and kwargs.get("logprobs") is None:
+                    kwargs["logprobs"] = 1
+            out = super().create_completion(*args, **kwargs)
+            if log is not None:
+                log.append(out)
+            return out
+
+    return RecordingLlama
 
 
 _POOLS: dict[ContextKey, ContextPool] = {}
