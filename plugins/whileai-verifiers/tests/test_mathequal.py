@@ -85,6 +85,7 @@ def test_thousands_separators_and_signs_on_the_fast_path(completion: str, refere
         ("The answer is 18.5.", "18.5 != 18"),
         ("I first got 18, then 17", "17 != 18"),
         ("-18", "-18 != 18"),
+        (".18", "0.18 != 18"),
     ],
 )
 def test_a_different_number_is_not_equal_and_says_both(completion: str, reason: str) -> None:
@@ -123,6 +124,8 @@ def test_equal_strings_need_no_parsing() -> None:
         ("$10\\%$", "0.1"),
         ("$5\\text{ cm}$", "5"),
         ("1 000", "1000"),
+        ("The answer is 3 / 4", "0.75"),
+        ("The answer is 10 - 4", "6"),
     ],
 )
 def test_math_verify_decides_what_the_fast_path_cannot(

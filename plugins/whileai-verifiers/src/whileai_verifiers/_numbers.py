@@ -18,7 +18,7 @@ _NUMBER = re.compile(
     r"""
     (?<![\w.\d])
     (?P<sign>[-−+])?
-    (?P<currency>[$€£¥₹]|\\\$)?\s?
+    (?:(?P<currency>[$€£¥₹]|\\\$)\s?)?
     (?P<sign2>[-−])?
     (?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
     (?:
@@ -103,6 +103,7 @@ def shown(value: Decimal) -> str:
 # LaTeX group, a decimal comma, a digit group written with spaces): the fast path steps aside.
 _UNSAFE_BEFORE = set("/^\\{_*.,")
 _UNSAFE_AFTER = set("/^\\}_*(,.")
+_OPERATORS = set("+-−*/^×÷")
 _ANSWER_ANCHOR = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*:?", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 # Markdown bold around an answer ("**18**"); not "3**2", a power.
@@ -114,14 +115,18 @@ def _isolated(region: str, token: NumberToken) -> bool:
     after = region[token.end :]
     if before and (before[-1] in _UNSAFE_BEFORE or before[-1].isdigit()):
         return False
-    if before.endswith("- ") or before.endswith("+ "):
+    if before[-1:] in _OPERATORS:
         return False
     if after[:1] in _UNSAFE_AFTER and after[1:2].isdigit():
         return False
     if after[:1] in _UNSAFE_AFTER - {",", "."}:
         return False
+    following = after.lstrip(" ")
+    # "3 / 4", "10 - 4": the number is an operand, not the answer.
+    if following[:1] in _OPERATORS and following[1:].lstrip(" ")[:1].isalnum():
+        return False
     # "18k", "18x" or a digit group written with spaces ("1 000") is more than this number.
-    return not (after[:1].isalpha() or after.lstrip(" ")[:1].isdigit())
+    return not (after[:1].isalpha() or following[:1].isdigit())
 
 
 def plain_answer(text: str) -> Decimal | None:

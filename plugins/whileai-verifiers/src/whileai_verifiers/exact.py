@@ -11,10 +11,9 @@ import re
 import string
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from whileai.grading import Verdict
-
 from whileai_verifiers import __version__
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)
@@ -35,7 +34,7 @@ class ExactMatch:
         ignore_articles: bool = True,
         collapse_whitespace: bool = True,
         strip: bool = True,
-        unicode_normalize: str | None = "NFKC",
+        unicode_normalize: Literal["NFC", "NFD", "NFKC", "NFKD"] | None = "NFKC",
     ) -> None:
         if unicode_normalize not in (None, "NFC", "NFD", "NFKC", "NFKD"):
             raise ValueError(
@@ -50,11 +49,12 @@ class ExactMatch:
             "unicode_normalize": unicode_normalize,
         }
         self.meta = {"options": dict(self.options)}
+        self._unicode_form: Literal["NFC", "NFD", "NFKC", "NFKD"] | None = unicode_normalize
 
     def normalize(self, text: str) -> str:
         o = self.options
-        if o["unicode_normalize"]:
-            text = unicodedata.normalize(o["unicode_normalize"], text)
+        if self._unicode_form:
+            text = unicodedata.normalize(self._unicode_form, text)
         if o["ignore_case"]:
             text = text.lower()
         if o["ignore_punctuation"]:

@@ -33,7 +33,6 @@ from importlib.metadata import version
 from typing import Any
 
 from whileai.grading import Verdict
-
 from whileai_verifiers import __version__
 from whileai_verifiers._numbers import plain_answer, plain_decimal, shown
 from whileai_verifiers._workers import WorkerCrashed, WorkerPool, WorkerTimeout
@@ -47,8 +46,11 @@ def _reference_number(reference: str) -> Decimal | None:
 
 
 def _same_text(a: str, b: str) -> bool:
+    """Equal as written, up to whitespace, enclosing ``$`` and a final full stop."""
+
     def norm(text: str) -> str:
-        return " ".join(text.split()).strip("$ .").lower()
+        text = " ".join(text.split()).strip("$ ")
+        return text[:-1] if text.endswith(".") else text
 
     return norm(a) == norm(b)
 

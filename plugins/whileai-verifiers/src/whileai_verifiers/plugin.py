@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
-
 from whileai_verifiers.exact import ExactMatch
 from whileai_verifiers.mathequal import MathEqual
 from whileai_verifiers.numeric import Numeric
