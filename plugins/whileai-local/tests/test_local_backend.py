@@ -88,6 +88,12 @@ def test_a_fixed_seed_reproduces_a_sampled_reply_and_other_seeds_vary(backend: B
     assert len({story(seed) for seed in (1, 2, 3, 4)}) > 1
 
 
+def test_unseeded_sampled_replies_vary(backend: Backend) -> None:
+    sampling = {"temperature": 0.7, "max_tokens": 24}
+    texts = {complete(backend, ASK_STORY, sampling=sampling).text for _ in range(4)}
+    assert len(texts) > 1
+
+
 def test_logprobs_sum_the_generated_tokens(backend: Backend) -> None:
     sampling = {"temperature": 0, "max_tokens": 16}
     plain = complete(backend, ASK_SUM, sampling=sampling)

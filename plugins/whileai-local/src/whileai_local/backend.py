@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
+import secrets
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -149,7 +149,8 @@ class LocalBackend:
             temperature=temperature,
             max_tokens=max_tokens,
             top_p=resolved.top_p,
-            seed=resolved.seed if resolved.seed is not None else random.getrandbits(31),
+            # an unseeded call draws from the OS, leaving the caller's `random` stream untouched
+            seed=resolved.seed if resolved.seed is not None else secrets.randbits(31),
             stop=list(resolved.stop) if resolved.stop else None,
             logprobs=bool(logprobs),
             schema=json_schema_of(response_format),
