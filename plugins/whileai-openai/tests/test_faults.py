@@ -20,6 +20,8 @@ from whileai_openai.testing import FaultServer, Reply
 from whileai_openai.testing.fault_server import DEFAULT_MODEL
 
 HELLO = [{"role": "user", "content": "hello"}]
+#: Both ways the backend can move bytes must classify faults the same way.
+TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpcore"])
 
 
 def run(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -105,6 +107,7 @@ def test_a_retry_after_beyond_the_cap_fails_the_call_saying_so(
     ],
     ids=["malformed", "empty", "http_400", "cut", "http_500", "rate_limited", "no_choices"],
 )
+@TRANSPORTS
 def test_each_failure_raises_backend_error_with_its_kind(
     registry: Registry,
     fault_server: FaultServer,
@@ -112,10 +115,11 @@ def test_each_failure_raises_backend_error_with_its_kind(
     reply: Reply,
     kind: str,
     requests: int,
+    transport: str,
 ) -> None:
     # a broken answer is not retried (it is a bug to see); transient ones are, up to the cap
     fault_server.push(*[reply] * 4)
-    backend = backend_for(registry, fault_server, fast_retry)
+    backend = backend_for(registry, fault_server, fast_retry, transport=transport)
     with pytest.raises(BackendError) as caught:
         run(lambda: backend.complete(HELLO))
     error = caught.value
@@ -127,10 +131,17 @@ def test_each_failure_raises_backend_error_with_its_kind(
     assert backend.stats.errors == {kind: requests}
 
 
-def test_a_slow_server_is_a_timeout(registry: Registry, fault_server: FaultServer) -> None:
+@TRANSPORTS
+def test_a_slow_server_is_a_timeout(
+    registry: Registry, fault_server: FaultServer, transport: str
+) -> None:
     fault_server.push(Reply.slow(2.0), Reply.slow(2.0))
     backend = backend_for(
-        registry, fault_server, RetryPolicy(max_retries=1, base_delay_s=0.01), timeout=0.3
+        registry,
+        fault_server,
+        RetryPolicy(max_retries=1, base_delay_s=0.01),
+        timeout=0.3,
+        transport=transport,
     )
     with pytest.raises(BackendError) as caught:
         run(lambda: backend.complete(HELLO))
@@ -159,11 +170,12 @@ def test_one_failing_call_does_not_stop_the_others(
     assert (backend.stats.succeeded, backend.stats.failed) == (7, 1)
 
 
+@TRANSPORTS
 def test_concurrency_bounds_requests_in_flight(
-    registry: Registry, fault_server: FaultServer, fast_retry: RetryPolicy
+    registry: Registry, fault_server: FaultServer, fast_retry: RetryPolicy, transport: str
 ) -> None:
     fault_server.app.latency_s = 0.05
-    backend = backend_for(registry, fault_server, fast_retry, concurrency=4)
+    backend = backend_for(registry, fault_server, fast_retry, concurrency=4, transport=transport)
 
     async def many() -> list[Completion]:
         return await asyncio.gather(

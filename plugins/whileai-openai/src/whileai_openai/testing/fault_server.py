@@ -453,7 +453,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     print(f"http://{args.host}:{sock.getsockname()[1]}/v1", flush=True)
+    # Idle connections stay open as long as a client's pool keeps them (uvicorn's default of
+    # 5 s drops them under a client that is busy elsewhere, and the next request on one fails).
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", backlog=4096
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        backlog=4096,
+        timeout_keep_alive=300,
     )
     uvicorn.Server(config).run(sockets=[sock])
