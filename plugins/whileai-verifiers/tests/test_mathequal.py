@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import whileai as wai
 from whileai.grading import as_scorer, grade_row
@@ -300,3 +302,35 @@ def test_resolved_by_name_and_graded_through_the_one_path() -> None:
     assert meta["name"] == "MathEqual"
     assert meta["version"] == verifier.version
     assert meta["math_verify"] == __import__("importlib.metadata").metadata.version("math-verify")
+
+
+ANSWER_FORMS = [
+    "#### {a}",
+    "The answer is {a}.",
+    "${a}",
+    "{a}",
+    "\\boxed{{{a}}}",
+    "So she has {b} + 1 = {a} apples.",
+    "Answer: {a}",
+    "**{a}**",
+    "I first thought {b}, but it is {a}.",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    gold=st.one_of(st.integers(-(10**6), 10**7), st.decimals("-1000", "1000", places=2)),
+    answer=st.one_of(st.integers(-(10**6), 10**7), st.decimals("-1000", "1000", places=2)),
+    form=st.sampled_from(ANSWER_FORMS),
+    thousands=st.booleans(),
+    same=st.booleans(),
+)
+def test_the_fast_path_agrees_with_math_verify_whenever_it_decides(
+    gold: object, answer: object, form: str, thousands: bool, same: bool
+) -> None:
+    answer = gold if same else answer
+    written = f"{answer:,}" if thousands and isinstance(answer, int) else str(answer)
+    completion = form.format(a=written, b=7)
+    fast = MathEqual(timeout=None).verify(completion, str(gold))
+    slow = MathEqual(timeout=None, fast_path=False).verify(completion, str(gold))
+    assert fast.reward == slow.reward, (completion, gold, fast, slow)
