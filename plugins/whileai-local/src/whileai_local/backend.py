@@ -263,6 +263,8 @@ class LocalBackend:
             model=self.model,
             sampling=self._sampling(request),
             finish_reason=_FINISH.get(choice.get("finish_reason") or "stop", "stop"),
+            # `spent` is what the tool choice cost before the model chose to answer in text:
+            # counted in usage, while logprob and n_tokens cover the text's tokens only.
             input_tokens=spent[0] + int(usage.get("prompt_tokens", 0)),
             output_tokens=spent[1] + int(usage.get("completion_tokens", 0)),
             logprob=logprob,
