@@ -1,0 +1,102 @@
+"""The one-pass row reader: it accepts exactly the rows check_row accepts, groups them under
+task_key, and sorts rewards into binary, partial and unjudged."""
+
+from __future__ import annotations
+
+import math
+from collections import UserDict
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from whileai.measure._rows import read_rows, rows_of
+from whileai.simulations.schema import RowError, check_row, task_key
+
+ANY_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-2, max_value=3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, 1.0, 0.5, 1, 0]),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.one_of(st.floats(), st.text(max_size=2)), max_size=2),
+)
+KEYS = ["prompt", "final_text", "reward", "markers", "scenario_id", "task_id", "judge_status"]
+
+
+@st.composite
+def maybe_rows(draw: st.DrawFn) -> Any:
+    row = {}
+    for key in KEYS:
+        if draw(st.booleans()):
+            row[key] = draw(ANY_VALUE)
+        if key in ("prompt", "final_text") and draw(st.booleans()):
+            row[key] = draw(st.text(max_size=3))
+    kind = draw(st.sampled_from(["dict", "dict", "dict", "mapping", "string"]))
+    if kind == "mapping":
+        return UserDict(row)
+    if kind == "string":
+        return "not a row"
+    return row
+
+
+def check_row_verdict(row: Any) -> str | None:
+    try:
+        check_row(row, 0)
+        task_key(row, 0)
+    except RowError as exc:
+        return str(exc)
+    return None
+
+
+@given(maybe_rows())
+@settings(max_examples=600, deadline=None)
+def test_reader_accepts_and_rejects_exactly_what_check_row_does(row: Any) -> None:
+    expected = check_row_verdict(row)
+    if expected is not None:
+        with pytest.raises(RowError) as caught:
+            read_rows([row])
+        assert str(caught.value) == expected
+        return
+    table = read_rows([row])
+    assert table.keys == [task_key(row)]
+    reward = row.get("reward")
+    stored = table.row_reward[0]
+    if reward is None or row.get("judge_status") in ("error", "skipped"):
+        assert math.isnan(stored)
+    else:
+        assert stored == reward
+
+
+def test_rewards_sort_into_binary_partial_and_unjudged() -> None:
+    rows = [
+        {"task_id": "a", "prompt": "p", "final_text": "x", "reward": 1},
+        {"task_id": "a", "prompt": "p", "final_text": "x", "reward": 0.0},
+        {"task_id": "a", "prompt": "p", "final_text": "x", "reward": 0.25},
+        {"task_id": "b", "prompt": "p", "final_text": "x", "reward": None},
+        {"task_id": "b", "prompt": "p", "final_text": "x", "reward": 1, "judge_status": "error"},
+        {"task_id": "b", "prompt": "p", "final_text": "x", "reward": 0, "judge_status": "ok"},
+    ]
+    table = read_rows(rows)
+    assert (table.counts.binary, table.counts.partial, table.counts.unjudged) == (3, 1, 2)
+    assert table.n_binary.tolist() == [2, 1]
+    assert table.n_pass.tolist() == [1, 0]
+    assert table.reward_sum.tolist() == [1.25, 0.0]
+
+
+def test_rows_of_takes_lists_runs_and_iterables_but_not_a_single_row() -> None:
+    row = {"prompt": "p", "final_text": "x"}
+
+    class Run:
+        def __init__(self) -> None:
+            self.rows = [row]
+
+    assert rows_of(Run()) == [row]
+    assert rows_of(r for r in [row]) == [row]
+    with pytest.raises(TypeError, match=r"A single row goes in a list: \[row\]"):
+        rows_of(row)
+    with pytest.raises(TypeError, match="got int"):
+        rows_of(3)
