@@ -24,8 +24,16 @@ HELLO = [{"role": "user", "content": "hello"}]
 TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpcore"])
 
 
-def run(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    return asyncio.run(make())
+def run(backend: OpenAICompatibleBackend, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run ``make()`` on a fresh event loop and close the backend's connections on it."""
+
+    async def go() -> Any:
+        try:
+            return await make()
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
 
 
 def backend_for(
@@ -43,7 +51,7 @@ def test_rate_limit_and_server_errors_are_retried_and_counted(
     fault_server.push(Reply.rate_limited(retry_after=0.2), Reply.error(500), Reply.error(503))
     backend = backend_for(registry, fault_server, fast_retry)
 
-    reply: Completion = run(lambda: backend.complete(HELLO))
+    reply: Completion = run(backend, lambda: backend.complete(HELLO))
 
     assert reply.text == "echo: hello"
     assert reply.retries == 3
@@ -72,7 +80,7 @@ def test_retry_after_is_a_floor_on_the_wait(
     fault_server.push(Reply.rate_limited(retry_after=header))
     backend = backend_for(registry, fault_server, fast_retry)
 
-    reply: Completion = run(lambda: backend.complete(HELLO))
+    reply: Completion = run(backend, lambda: backend.complete(HELLO))
 
     assert reply.retries == 1
     assert reply.waited_s >= floor
@@ -87,7 +95,7 @@ def test_a_retry_after_beyond_the_cap_fails_the_call_saying_so(
     fault_server.push(Reply.rate_limited(retry_after=3600))
     backend = backend_for(registry, fault_server, RetryPolicy(max_retry_after_s=30))
     with pytest.raises(BackendError) as caught:
-        run(lambda: backend.complete(HELLO))
+        run(backend, lambda: backend.complete(HELLO))
     assert caught.value.kind == "rate_limited"
     assert "3600" in str(caught.value) and "max_retry_after_s=30" in str(caught.value)
     assert backend.stats.waited_s == 0
@@ -121,7 +129,7 @@ def test_each_failure_raises_backend_error_with_its_kind(
     fault_server.push(*[reply] * 4)
     backend = backend_for(registry, fault_server, fast_retry, transport=transport)
     with pytest.raises(BackendError) as caught:
-        run(lambda: backend.complete(HELLO))
+        run(backend, lambda: backend.complete(HELLO))
     error = caught.value
     assert error.kind == kind
     assert error.retries == requests - 1
@@ -144,7 +152,7 @@ def test_a_slow_server_is_a_timeout(
         transport=transport,
     )
     with pytest.raises(BackendError) as caught:
-        run(lambda: backend.complete(HELLO))
+        run(backend, lambda: backend.complete(HELLO))
     assert caught.value.kind == "timeout"
     assert caught.value.retries == 1
     assert "timed out" in str(caught.value)
@@ -161,7 +169,7 @@ def test_one_failing_call_does_not_stop_the_others(
         calls = [backend.complete([{"role": "user", "content": f"q{i}"}]) for i in range(8)]
         return await asyncio.gather(*calls, return_exceptions=True)
 
-    results = run(many)
+    results = run(backend, many)
     errors = [r for r in results if isinstance(r, BaseException)]
     answers = [r for r in results if isinstance(r, Completion)]
     assert len(errors) == 1 and isinstance(errors[0], BackendError)
@@ -182,7 +190,7 @@ def test_concurrency_bounds_requests_in_flight(
             *[backend.complete([{"role": "user", "content": f"q{i}"}]) for i in range(24)]
         )
 
-    answers = run(many)
+    answers = run(backend, many)
     assert sorted(a.text for a in answers) == sorted(f"echo: q{i}" for i in range(24))
     # bounded, and the bound was actually used
     assert fault_server.max_in_flight == 4
@@ -203,7 +211,7 @@ def test_a_rate_limit_pauses_every_caller_of_the_backend(
         rest = [asyncio.create_task(backend.complete(HELLO)) for _ in range(3)]
         return [await first, *await asyncio.gather(*rest)]
 
-    first, *rest = run(staggered)
+    first, *rest = run(backend, staggered)
     assert first.retries == 1 and first.waited_s >= 0.5
     assert all(r.retries == 0 and r.waited_s > 0 for r in rest)
     assert backend.stats.rate_limited == 1
@@ -214,6 +222,6 @@ def test_a_backend_serves_successive_event_loops(
     registry: Registry, fault_server: FaultServer, fast_retry: RetryPolicy
 ) -> None:
     backend = backend_for(registry, fault_server, fast_retry)
-    assert run(lambda: backend.complete(HELLO)).text == "echo: hello"
-    assert run(lambda: backend.complete(HELLO)).text == "echo: hello"
+    assert run(backend, lambda: backend.complete(HELLO)).text == "echo: hello"
+    assert run(backend, lambda: backend.complete(HELLO)).text == "echo: hello"
     assert backend.stats.succeeded == 2

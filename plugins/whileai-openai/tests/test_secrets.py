@@ -40,12 +40,13 @@ def test_the_key_is_sent_but_never_shown(
     shown: list[str] = [repr(backend), str(backend), str(backend.stats.as_dict())]
 
     async def calls() -> None:
-        for _ in range(5):
-            try:
-                await backend.complete([{"role": "user", "content": "hi"}])
-            except BackendError as error:
-                shown.extend([str(error), repr(error), error.kind])
-                shown.append("".join(traceback.format_exception(error)))
+        async with backend:
+            for _ in range(5):
+                try:
+                    await backend.complete([{"role": "user", "content": "hi"}])
+                except BackendError as error:
+                    shown.extend([str(error), repr(error), error.kind])
+                    shown.append("".join(traceback.format_exception(error)))
 
     asyncio.run(calls())
 

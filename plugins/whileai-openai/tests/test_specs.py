@@ -98,8 +98,9 @@ def test_a_bare_url_asks_the_server_for_its_model(
     assert backend.model is None
 
     async def ask() -> str:
-        reply: Completion = await backend.complete([{"role": "user", "content": "hi"}])
-        return reply.model
+        async with backend:
+            reply: Completion = await backend.complete([{"role": "user", "content": "hi"}])
+            return reply.model
 
     assert asyncio.run(ask()) == DEFAULT_MODEL
     assert [r.path for r in fault_server.requests] == ["/v1/models", "/v1/chat/completions"]

@@ -20,8 +20,12 @@ GET_ORDER = {
 
 
 def ask(backend: Any, messages: list[Any], **kwargs: Any) -> Completion:
-    reply: Completion = asyncio.run(backend.complete(messages, **kwargs))
-    return reply
+    async def go() -> Completion:
+        async with backend:
+            reply: Completion = await backend.complete(messages, **kwargs)
+            return reply
+
+    return asyncio.run(go())
 
 
 def test_request_carries_tools_sampling_logprobs_and_response_format(
