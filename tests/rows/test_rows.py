@@ -156,6 +156,8 @@ def test_numpy_rewards() -> None:
     rows = wai.rows(QUESTIONS, [["5", "4"], ["42", "41"]], np.array([[1.0, 0.0], [1.0, 0.0]]))
     assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0, 0.0]
     assert all(type(r["reward"]) is float for r in rows)
+    flat = wai.rows(QUESTIONS, [["5", "4"], "42"], list(np.array([1.0, 0.0, 1.0])))
+    assert [r["reward"] for r in flat] == [1.0, 0.0, 1.0]
 
 
 def test_reward_none_gives_unjudged_rows() -> None:

@@ -41,7 +41,7 @@ def _is_sequence(value: Any) -> bool:
     if isinstance(value, str | bytes | Mapping):
         return False
     if hasattr(value, "tolist") and not isinstance(value, Sequence):
-        return True  # numpy arrays
+        return getattr(value, "ndim", 0) >= 1  # numpy arrays, not numpy scalars
     return isinstance(value, Sequence)
 
 
