@@ -75,7 +75,7 @@ class Numeric:
             return [token.value / 100]
         return [token.value, token.value / 100]
 
-    def close(self, a: Decimal, b: Decimal) -> bool:
+    def within_tolerance(self, a: Decimal, b: Decimal) -> bool:
         """Whether ``a`` and ``b`` are equal within the tolerances."""
         return abs(a - b) <= max(self.rel_tol * max(abs(a), abs(b)), self.abs_tol)
 
@@ -105,7 +105,7 @@ class Numeric:
         for ref_token in ref_tokens:
             for a in self._readings(got):
                 for b in self._readings(ref_token):
-                    if self.close(a, b):
+                    if self.within_tolerance(a, b):
                         return Verdict(1.0, f"{shown(a)} == {shown(b)}")
         wanted = " or ".join(ref.text.strip() for ref in ref_tokens)
         return Verdict(0.0, f"{got.text.strip()} != {wanted}")
