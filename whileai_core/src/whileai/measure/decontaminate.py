@@ -270,7 +270,7 @@ class _Tokens:
             lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
             text_starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
             buffer = _SEPARATOR.encode("ascii").join(parts)
-        data = np.frombuffer(buffer + b"\n\n\n", dtype=np.uint8)
+        data = np.frombuffer(buffer + _PAD, dtype=np.uint8)
         space = _ASCII_SPACE[data]
         if not buffer.isascii():
             _mark_unicode_spaces(data, space)
@@ -306,28 +306,38 @@ def _mark_unicode_spaces(data: npt.NDArray[np.uint8], space: npt.NDArray[np.bool
             space[where + offset] = True
 
 
+# _MASKS[r]: the low r bytes of a little-endian word.
+_MASKS = np.array([(1 << (8 * r)) - 1 for r in range(9)], dtype=np.uint64)
+_PAD = b"\n" * 8
+
+
 def _hash_spans(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.uint64]:
-    """A 64-bit hash of each byte span: longest spans first, so step j touches a prefix."""
+    """A 64-bit hash of each byte span, eight bytes per step: ``words[i]`` is the little-endian
+    word at byte ``i`` (an unaligned view, no copy), masked to the span's remaining length.
+    Spans go longest first, so step c touches only the prefix of spans longer than 8c bytes.
+    ``data`` must end in at least 8 padding bytes."""
+    words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
     # Token lengths are small integers: numpy's stable sort is a radix sort on int16.
     key = -lengths.astype(np.int16) if len(lengths) and lengths.max() < 2**15 else -lengths
     order = np.argsort(key, kind="stable")
     at = starts[order]
-    longest = int(lengths[order[0]]) if len(order) else 0
-    # active[j]: how many spans are longer than j
-    active = np.searchsorted(-lengths[order], -np.arange(longest), side="left")
+    remaining = lengths[order]
+    longest = int(remaining[0]) if len(order) else 0
+    steps = -(-longest // 8)
+    # active[c]: how many spans are longer than 8c bytes
+    active = np.searchsorted(-remaining, -8 * np.arange(steps), side="left")
     sorted_hash = np.zeros(len(order), dtype=np.uint64)
-    byte = np.empty(len(order), dtype=np.uint8)
-    for j in range(longest):
-        m = int(active[j])
+    for c in range(steps):
+        m = int(active[c])
         head = sorted_hash[:m]
         head *= _MULTIPLIER
-        np.take(data, at[:m], out=byte[:m])
-        np.add(head, byte[:m], out=head, casting="unsafe")
-        at[:m] += 1
-    # The length goes in too, so spans differing only by leading zero bytes differ.
-    sorted_hash += lengths[order].astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+        word = words[at[:m] + 8 * c]
+        word &= _MASKS[np.minimum(remaining[:m] - 8 * c, 8)]
+        head += word
+    # The length goes in too, so spans differing only by trailing zero bytes differ.
+    sorted_hash += remaining.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
     out = np.empty(len(order), dtype=np.uint64)
     out[order] = _mix(sorted_hash)
     return out
@@ -562,47 +572,56 @@ def _window_hits(index: _Index, tokens: _Tokens) -> list[tuple[int, int, Gram, l
         keep = np.zeros(len(positions), dtype=np.bool_)
         keep[first] = True
         keep |= lookup.count[values] > 1
-        retry: list[int] = []
-        for i, v, key in zip(
-            positions[keep].tolist(), values[keep].tolist(), pair[keep].tolist(), strict=True
-        ):
-            if not _confirm(index, lookup, tokens, i, v, k, hits):
-                retry.append(key)
+        retry = _confirm_all(index, lookup, tokens, k, positions[keep], values[keep], hits)
         if retry:
-            again = np.isin(pair, np.asarray(retry, dtype=np.int64)) & ~keep
-            for i, v in zip(positions[again].tolist(), values[again].tolist(), strict=True):
-                _confirm(index, lookup, tokens, i, v, k, hits)
+            again = np.isin(pair, pair[keep][retry]) & ~keep
+            _confirm_all(index, lookup, tokens, k, positions[again], values[again], hits)
     return hits
 
 
-def _confirm(
+def _confirm_all(
     index: _Index,
     lookup: _HashSet,
     tokens: _Tokens,
-    i: int,
-    value: int,
     k: int,
+    positions: npt.NDArray[np.int64],
+    values: npt.NDArray[np.int64],
     hits: list[tuple[int, int, Gram, list[int]]],
-) -> bool:
-    gram = tokens.words(i, k)
-    start = int(lookup.start[value])
-    count = int(lookup.count[value])
-    if count == 1:  # the common case, without the list machinery
-        held = index.words(int(lookup.position[start]), k) == gram
-        owners = [int(lookup.owner[start])] if held else []
-    else:
-        owners = []
-        for j in range(start, start + count):
-            owner = int(lookup.owner[j])
-            if (not owners or owners[-1] != owner) and index.words(
-                int(lookup.position[j]), k
-            ) == gram:
-                owners.append(owner)
-    if not owners:
-        return False
-    t = int(tokens.text_of[i])
-    hits.append((t, i - int(tokens.first[t]), gram, owners))
-    return True
+) -> list[int]:
+    """Confirm each candidate window against the source windows with its hash, adding the
+    confirmed ones to ``hits``; return the indices (into ``positions``) that failed."""
+    # Every array read happens here, vectorised; the loop below only compares strings.
+    texts = tokens.text_of[positions]
+    columns = (
+        tokens.starts[positions].tolist(),
+        tokens.ends[positions + k - 1].tolist(),
+        texts.tolist(),
+        (positions - tokens.first[texts]).tolist(),
+        lookup.start[values].tolist(),
+        lookup.count[values].tolist(),
+    )
+    buffer = tokens.buffer
+    owner_of, position_of = lookup.owner, lookup.position
+    failed = []
+    for row, (lo, hi, t, offset, start, count) in enumerate(zip(*columns, strict=True)):
+        gram = tuple(buffer[lo:hi].decode("utf-8", "surrogatepass").split())
+        if count == 1:  # the common case
+            owners = (
+                [int(owner_of[start])] if index.words(int(position_of[start]), k) == gram else []
+            )
+        else:
+            owners = []
+            for j in range(start, start + count):
+                owner = int(owner_of[j])
+                if (not owners or owners[-1] != owner) and index.words(
+                    int(position_of[j]), k
+                ) == gram:
+                    owners.append(owner)
+        if owners:
+            hits.append((t, offset, gram, owners))
+        else:
+            failed.append(row)
+    return failed
 
 
 def _notes(
