@@ -117,11 +117,11 @@ def main() -> None:
         print(
             ratio_line(
                 f"pass_at vs pass@1 interval ({what})",
-                1 / ours_s,
-                1 / peer_s,
+                n_tasks / ours_s,
+                n_tasks / peer_s,
                 "scipy.stats.bootstrap",
                 target=20,
-                unit=" runs/s",
+                unit=" tasks/s",
             )
         )
 
