@@ -8,7 +8,10 @@ At 64 and 256 requests in flight, it compares:
   request started at once with ``asyncio.gather`` (the backend bounds them itself);
 - the official ``openai`` client: ``AsyncOpenAI`` driven by ``asyncio.gather`` with a semaphore
   at the same level;
-- the ideal: concurrency / latency requests per second.
+- the ideal: concurrency / latency requests per second;
+- and, for reference, what this machine allows: a bare keep-alive HTTP/1.1 client on asyncio
+  streams (no pool, no retries, no parsing beyond Content-Length), one connection per slot.
+  When it falls short of the ideal, the machine (CPU shared with the stub) is the limit.
 
 Both clients must return the echo of each request before their speed counts.
 
@@ -19,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -76,7 +81,7 @@ async def run_whileai(url: str, concurrency: int, questions: list[str]) -> Timed
     from whileai.plugins import Registry
 
     backend = Registry.load().resolve(
-        "backend", url, model=MODEL, concurrency=concurrency, max_retries=0
+        "backend", url, model=MODEL, concurrency=concurrency, max_retries=2, timeout=120.0
     )
 
     async def batch(items: list[str]) -> list[str]:
@@ -94,7 +99,9 @@ async def run_whileai(url: str, concurrency: int, questions: list[str]) -> Timed
 async def run_openai(url: str, concurrency: int, questions: list[str]) -> Timed:
     from openai import AsyncOpenAI
 
-    client = AsyncOpenAI(base_url=url, api_key="not-needed", max_retries=0)
+    # A generous timeout: its default 5 s connect timeout fails when 256 connections open at
+    # once on a busy machine, and a failed run measures nothing.
+    client = AsyncOpenAI(base_url=url, api_key="not-needed", max_retries=2, timeout=120.0)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(question: str) -> str:
@@ -114,6 +121,46 @@ async def run_openai(url: str, concurrency: int, questions: list[str]) -> Timed:
         return await timed_batches(batch, concurrency, questions)
     finally:
         await client.close()
+
+
+async def run_bare(url: str, concurrency: int, questions: list[str]) -> Timed:
+    """The machine's ceiling: the least a client can do per request over HTTP/1.1."""
+    parsed = urllib.parse.urlsplit(url)
+    host, port, path = parsed.hostname or "", parsed.port or 80, parsed.path
+
+    async def worker(queue: asyncio.Queue[tuple[int, str]], answers: list[str]) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            while not queue.empty():
+                index, question = queue.get_nowait()
+                body = json.dumps(
+                    {"model": MODEL, "messages": [{"role": "user", "content": question}]}
+                ).encode()
+                writer.write(
+                    f"POST {path}/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                reply = json.loads(await reader.readexactly(length))
+                answers[index] = reply["choices"][0]["message"]["content"]
+        finally:
+            writer.close()
+
+    async def batch(items: list[str]) -> list[str]:
+        queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
+        for pair in enumerate(items):
+            queue.put_nowait(pair)
+        answers = [""] * len(items)
+        await asyncio.gather(*(worker(queue, answers) for _ in range(concurrency)))
+        return answers
+
+    return await timed_batches(batch, concurrency, questions)
 
 
 async def timed_batches(
@@ -155,10 +202,15 @@ def main() -> None:
             ideal = level / LATENCY_S
             ours = measure("whileai", run_whileai, url, level, n)
             peer = measure("openai", run_openai, url, level, n)
+            bare = measure("bare asyncio", run_bare, url, level, n)
             print(f"-- {level} in flight, {n} requests, ideal {ideal:,.0f}/s")
             print(ratio_line(f"vs openai @{level}", ours, peer, "openai.AsyncOpenAI", target=1.0))
             print(ratio_line(f"vs ideal  @{level}", ours, ideal, "ideal", target=0.9))
             print(f"   openai client reaches {peer / ideal:.0%} of ideal")
+            print(
+                f"   this machine's ceiling (bare asyncio client): {bare:,.1f}/s = "
+                f"{bare / ideal:.0%} of ideal; whileai reaches {ours / bare:.0%} of it"
+            )
     finally:
         stop(process)
 

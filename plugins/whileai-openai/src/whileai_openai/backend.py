@@ -168,6 +168,8 @@ class OpenAICompatibleBackend:
         self._rng = random.Random(jitter_seed)
         # A 429's Retry-After pauses every caller until this monotonic instant.
         self._cooldown_until = 0.0
+        # Parsed once: httpx otherwise parses and merges the URL on every request.
+        self._urls: dict[str, httpx.URL] = {}
         self._loop_states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
@@ -420,13 +422,16 @@ class OpenAICompatibleBackend:
     ) -> Any:
         """One HTTP request: the decoded JSON body, or a :class:`_Failure` saying what went wrong."""
         where = f"{method} {self.base_url}{path}"
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self.base_url + path)
         try:
             if body is None:
-                response = await client.request(method, path)
+                response = await client.request(method, url)
             else:
                 response = await client.request(
                     method,
-                    path,
+                    url,
                     content=json.dumps(body).encode(),
                     headers={"Content-Type": "application/json"},
                 )
