@@ -123,7 +123,7 @@ def test_below_four_repeats_the_k_way_numbers_are_none_with_a_note() -> None:
     assert report.pass_at_1 == pytest.approx((2 / 3 + 1 / 3 + 1) / 3)
     assert report.pass_pow_k is None and report.pass_at_k is None and report.headroom is None
     assert report.pass_pow_k_ci95 is None and report.pass_at_k_ci95 is None
-    assert any("at least 4 attempts" in n for n in report.notes)
+    assert any("groups of at least 4 attempts" in n for n in report.notes)
     assert "note:" in str(report)
 
 
@@ -249,3 +249,12 @@ def test_reliability_pass_rate_and_reach_are_ordered(scores: list[list[int]], k:
     if k == 1:
         assert report.pass_pow_k == pytest.approx(report.pass_at_1)
         assert report.pass_at_k == pytest.approx(report.pass_at_1)
+
+
+def test_a_k_larger_than_every_group_says_what_it_needs() -> None:
+    report = wai.pass_at(grouped([[1, 0] * 4, [1] * 8, [0] * 8]), k=10)
+    assert report.k == 10 and report.pass_at_k is None
+    assert report.left_out == ["task-0", "task-1", "task-2"]
+    assert any(
+        "at least 10 attempts (k=10" in n and "largest group has 8" in n for n in report.notes
+    )

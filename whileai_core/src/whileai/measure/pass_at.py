@@ -235,8 +235,8 @@ def _pass_at_from_table(
     if chosen is None or not eligible.any():
         largest = int(n.max()) if n.size else 0
         notes.append(
-            f"pass^k and pass@k need at least {MIN_REPEATS} attempts per task"
-            + (f" and k={chosen}" if chosen is not None else "")
+            f"pass^k and pass@k need groups of at least {floor} attempts"
+            + (f" (k={chosen}; never fewer than {MIN_REPEATS})" if floor > MIN_REPEATS else "")
             + f"; the largest group has {largest}, so the k-way numbers are None rather "
             "than a noisy figure"
         )
