@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import whileai as wai
 
@@ -87,3 +89,46 @@ def test_arguments_are_checked() -> None:
         wai.select(rows, band=0.5)  # type: ignore[arg-type]
     with pytest.raises(wai.RowError, match="row 1: missing required field 'final_text'"):
         wai.select([row("t", 1), {"task_id": "t", "prompt": "p", "reward": 1}])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "d"]),
+            st.sampled_from([0, 1, 1, 0, 0.5, None]),
+            st.sampled_from(["ok", "ok", "ok", "", "cut"]),
+        ),
+        max_size=40,
+    ),
+    st.sampled_from([(0.2, 0.8), (0.0, 1.0), (0.5, 0.5), (0.3, 0.6)]),
+)
+@settings(max_examples=150, deadline=None)
+def test_every_row_is_kept_or_charged_to_one_gate(
+    spec: list[tuple[str, Any, str]], band: tuple[float, float]
+) -> None:
+    rows = [
+        row(task, reward, text="" if reply == "" else "reply", truncated=reply == "cut")
+        for task, reward, reply in spec
+    ]
+    if not rows:
+        return
+    report = wai.select(rows, band=band)
+    assert sum(report.dropped_rows.values()) + report.n_rows_kept == len(rows)
+    kept_tasks = {r["task_id"] for r in report.rows}
+    for task in kept_tasks:
+        group = [r for r in report.rows if r["task_id"] == task]
+        rewards = [r["reward"] for r in group]
+        assert all(v in (0, 1) for v in rewards)
+        assert all(r["final_text"].strip() and not r["truncated"] for r in group)
+        rate = sum(rewards) / len(rewards)
+        assert 0 < rate < 1 and band[0] <= rate <= band[1]
+        # Whole groups: every usable row of a kept task is kept.
+        usable = [
+            r
+            for r in rows
+            if r["task_id"] == task
+            and r["reward"] in (0, 1)
+            and r["final_text"]
+            and not r["truncated"]
+        ]
+        assert len(usable) == len(group)
