@@ -74,8 +74,9 @@ def test_retry_after_is_a_floor_on_the_wait(
         header: str | float = 1
         floor = 1.0
     else:
-        # an HTTP date has whole seconds: two seconds ahead is at least one second of waiting
-        header = email.utils.formatdate(time.time() + 2, usegmt=True)
+        # An HTTP date has whole seconds: three seconds ahead, truncated, is more than two
+        # seconds away when sent, so at least one second away by the time the answer is read.
+        header = email.utils.formatdate(time.time() + 3, usegmt=True)
         floor = 1.0
     fault_server.push(Reply.rate_limited(retry_after=header))
     backend = backend_for(registry, fault_server, fast_retry)
