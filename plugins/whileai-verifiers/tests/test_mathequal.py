@@ -6,6 +6,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -266,6 +267,14 @@ def test_a_worker_stuck_mid_comparison_dies_with_its_killed_parent() -> None:
             break
         time.sleep(0.1)
     assert not _alive(worker)
+
+
+def test_a_worker_killed_while_idle_is_replaced(math_equal: MathEqual) -> None:
+    assert math_equal.verify("$\\frac{1}{2}$", "0.5").reward == 1.0
+    (pid,) = math_equal.worker_pids
+    os.kill(pid, signal.SIGKILL)
+    assert math_equal.verify("$\\frac{1}{4}$", "0.25").reward == 1.0
+    assert math_equal.worker_pids != [pid]
 
 
 def test_timeout_none_runs_math_verify_in_the_calling_thread() -> None:

@@ -125,8 +125,15 @@ class WorkerPool:
             while True:
                 if self._closed:
                     raise RuntimeError("the worker pool is closed")
-                if self._idle:
-                    return self._idle.pop()
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.process.poll() is None:
+                        return worker
+                    # Died while idle (the OOM killer, a stray signal): replace it quietly.
+                    self._started -= 1
+                    if worker in self._all:
+                        self._all.remove(worker)
+                    worker.kill()
                 if self._started < self.size:
                     self._started += 1
                     break
@@ -165,16 +172,27 @@ class WorkerPool:
         return worker.hello
 
     def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The worker's reply to ``payload``; WorkerTimeout after ``timeout`` seconds."""
-        worker = self._acquire()
-        try:
-            reply = worker.request(payload, time.monotonic() + timeout)
-        except BaseException:
-            # A late reply would answer the next request: the worker cannot be reused.
-            self._forget(worker)
-            raise
-        self._release(worker)
-        return reply
+        """The worker's reply to ``payload``; WorkerTimeout after ``timeout`` seconds.
+
+        A worker that dies without answering is replaced and the request sent once more (the
+        requests are pure, so repeating one is safe); a second death raises WorkerCrashed.
+        """
+        for attempt in (1, 2):
+            worker = self._acquire()
+            try:
+                reply = worker.request(payload, time.monotonic() + timeout)
+            except WorkerCrashed:
+                self._forget(worker)
+                if attempt == 2:
+                    raise
+                continue
+            except BaseException:
+                # A late reply would answer the next request: the worker cannot be reused.
+                self._forget(worker)
+                raise
+            self._release(worker)
+            return reply
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @property
     def running(self) -> list[int]:
