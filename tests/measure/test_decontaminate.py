@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import whileai as wai
@@ -143,7 +145,10 @@ def test_bad_settings() -> None:
         wai.decontaminate({"prompt": SOURCE}, [SOURCE])  # type: ignore[arg-type]
 
 
-def test_many_rows_agree_with_a_plain_set_of_ngrams() -> None:
+@pytest.mark.parametrize("chunk", [7, 4096])
+def test_many_rows_agree_with_a_plain_set_of_ngrams(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The hashed scan must find exactly what a plain set of 13-gram tuples finds.
     import random
 
@@ -158,6 +163,9 @@ def test_many_rows_agree_with_a_plain_set_of_ngrams() -> None:
             start = rng.randint(0, len(donor) - 13)
             tokens[5:5] = donor[start : start + rng.randint(12, 16)]
         prompts.append(" ".join(tokens))
+    # Rows are scanned in chunks; a small chunk puts many boundaries in the way.
+    module = importlib.import_module("whileai.measure.decontaminate")
+    monkeypatch.setattr(module, "_CHUNK_TEXTS", chunk)
     report = wai.decontaminate(rows_of(prompts), sources, min_n=13)
     grams = set()
     for s in sources:
@@ -173,8 +181,6 @@ def test_many_rows_agree_with_a_plain_set_of_ngrams() -> None:
 
 
 def test_hash_collisions_neither_make_nor_hide_matches(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-
     import numpy as np
 
     # The module, not the function of the same name the package exports.

@@ -46,6 +46,8 @@ DEFAULT_MIN_N = 8
 _DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _PUNCTUATION_BYTES = string.punctuation.encode("ascii")
 _SINGLE_SOURCE = "against"
+# Texts tokenised and scanned at once: about a megabyte of text, so the arrays stay in cache.
+_CHUNK_TEXTS = 4096
 
 Gram = tuple[str, ...]
 
@@ -495,14 +497,20 @@ def decontaminate(
         too_short_items[name] = too_short_items.get(name, 0) + 1
 
     texts, text_row, text_field = _row_texts(rows, fields)
-    tokens = _Tokens.of(texts)
-    hits = _window_hits(index, tokens)
-    # A field shorter than n is compared whole against every window of the source items.
-    for t in np.flatnonzero((tokens.counts >= min_n) & (tokens.counts < n)).tolist():
-        whole = tokens.words(int(tokens.first[t]), int(tokens.counts[t]))
-        owners = index.k_grams(len(whole)).get(whole)
-        if owners:
-            hits.append((t, 0, whole, owners))
+    hits: list[tuple[int, int, Gram, list[int]]] = []
+    counts = np.zeros(len(texts), dtype=np.int64)
+    # A chunk at a time: its arrays stay small enough to live in cache.
+    for offset in range(0, len(texts), _CHUNK_TEXTS):
+        tokens = _Tokens.of(texts[offset : offset + _CHUNK_TEXTS])
+        counts[offset : offset + len(tokens.counts)] = tokens.counts
+        found = _window_hits(index, tokens)
+        # A field shorter than n is compared whole against every window of the source items.
+        for t in np.flatnonzero((tokens.counts >= min_n) & (tokens.counts < n)).tolist():
+            whole = tokens.words(int(tokens.first[t]), int(tokens.counts[t]))
+            owners = index.k_grams(len(whole)).get(whole)
+            if owners:
+                found.append((t, 0, whole, owners))
+        hits.extend((t + offset, at, gram, owners) for t, at, gram, owners in found)
     hits.sort(key=lambda hit: (hit[0], hit[1]))
 
     matches: dict[int, list[Match]] = {}
@@ -516,7 +524,7 @@ def decontaminate(
                 source, item = index.owners[owner]
                 matches.setdefault(r, []).append(Match(source, item, text_field[t], " ".join(gram)))
     compared = np.zeros(len(rows), dtype=np.bool_)
-    compared[np.asarray(text_row, dtype=np.int64)[tokens.counts >= min_n]] = True
+    compared[np.asarray(text_row, dtype=np.int64)[counts >= min_n]] = True
     rows_too_short = np.flatnonzero(~compared).tolist()
     dirty_idx = sorted(matches)
     is_clean = np.ones(len(rows), dtype=np.bool_)
@@ -524,8 +532,8 @@ def decontaminate(
     clean_idx = np.flatnonzero(is_clean).tolist()
 
     per_source: dict[str, int] = {}
-    for found in matches.values():
-        for name in {m.source for m in found}:
+    for row_matches in matches.values():
+        for name in {m.source for m in row_matches}:
             per_source[name] = per_source.get(name, 0) + 1
     notes = _notes(n, min_n, rows_too_short, too_short_items)
     return DecontaminationReport(
