@@ -142,7 +142,7 @@ def test_bad_settings() -> None:
     with pytest.raises(ValueError, match="n must be"):
         wai.decontaminate(rows_of([SOURCE]), [SOURCE], n=0)
     with pytest.raises(TypeError, match="rows must be a list"):
-        wai.decontaminate({"prompt": SOURCE}, [SOURCE])  # type: ignore[arg-type]
+        wai.decontaminate({"prompt": SOURCE}, [SOURCE])
 
 
 @pytest.mark.parametrize("chunk", [7, 4096])
@@ -167,7 +167,7 @@ def test_many_rows_agree_with_a_plain_set_of_ngrams(
     module = importlib.import_module("whileai.measure.decontaminate")
     monkeypatch.setattr(module, "_CHUNK_TEXTS", chunk)
     report = wai.decontaminate(rows_of(prompts), sources, min_n=13)
-    grams = set()
+    grams: set[tuple[str, ...]] = set()
     for s in sources:
         t = s.split()
         grams.update(tuple(t[i : i + 13]) for i in range(len(t) - 12))
