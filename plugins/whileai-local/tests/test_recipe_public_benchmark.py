@@ -23,6 +23,39 @@ def run_recipe(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def section(out: str, title: str) -> str:
+    """The report printed under the ``== title ...`` line, up to the next section."""
+    after = out.split(f"== {title}", 1)[1]
+    return after.split("\n", 1)[1].split("\n== ", 1)[0]
+
+
+def check_report(out: str, limit: int) -> None:
+    passes = re.findall(rf"(plain|step-by-step) seed (\d): (\d+)/{limit} correct", out)
+    assert [(variant, seed) for variant, seed, _ in passes] == [
+        ("plain", "1"),
+        ("plain", "2"),
+        ("plain", "3"),
+        ("step-by-step", "1"),
+        ("step-by-step", "2"),
+        ("step-by-step", "3"),
+    ]
+    # pass@1 of the plain prompt is the share of its graded answers that were right
+    plain_correct = sum(int(solved) for variant, _, solved in passes if variant == "plain")
+    plain = section(out, "pass_at: plain prompt")
+    printed = re.search(r"pass@1\s+([0-9.]+)", plain)
+    assert printed is not None, plain
+    assert float(printed.group(1)) == pytest.approx(plain_correct / (3 * limit), abs=0.0005)
+    assert re.search(r"pass@1\s+[0-9.]+", section(out, "pass_at: step-by-step prompt"))
+    variance = section(out, "eval_variance: the plain prompt, 3 passes ==")
+    assert re.search(r"reward(\s+[0-9.]+){3}", variance)
+    assert "output_tokens" in variance and "truncated" in variance
+    holdout = section(out, "holdout_size: questions needed to detect +0.10")
+    assert re.search(r"paired tasks needed\s+\d+", holdout)
+    compared = section(out, "compare: step-by-step against plain, paired by question ==")
+    assert re.search(r"reward\*?\s+[0-9.]+\s+[0-9.]+\s+[+-][0-9.]+", compared)
+    assert f"tasks: {limit} paired" in compared
+
+
 def test_the_recipe_ships_its_questions_with_their_licence() -> None:
     lines = (RECIPE / "gsm8k_test_200.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 200
@@ -36,33 +69,7 @@ def test_a_quick_run_prints_every_measurement() -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "first 4 questions, answered by local:smollm2" in out
-    passes = re.findall(r"(plain|step-by-step) seed (\d): (\d)/4 correct", out)
-    assert [(variant, seed) for variant, seed, _ in passes] == [
-        ("plain", "1"),
-        ("plain", "2"),
-        ("plain", "3"),
-        ("step-by-step", "1"),
-        ("step-by-step", "2"),
-        ("step-by-step", "3"),
-    ]
-    for title in (
-        "== pass_at: plain prompt",
-        "== pass_at: step-by-step prompt",
-        "== eval_variance: the plain prompt, 3 passes ==",
-        "== holdout_size: questions needed to detect +0.10",
-        "== compare: step-by-step against plain, paired by question ==",
-    ):
-        assert title in out
-    # pass@1 of the plain prompt is the share of its 12 graded answers that were right
-    plain_correct = sum(int(solved) for variant, _, solved in passes if variant == "plain")
-    plain_section = out.split("== pass_at: plain prompt")[1].split("==")[0]
-    printed = float(re.search(r"pass@1\s+([0-9.]+)", plain_section).group(1))  # type: ignore[union-attr]
-    assert printed == pytest.approx(plain_correct / 12, abs=0.0005)
-    variance = out.split("== eval_variance")[1].split("==")[0]
-    assert re.search(r"reward(\s+[0-9.]+){3}", variance)
-    assert "output_tokens" in variance and "truncated" in variance
-    assert "paired tasks needed" in out
-    assert "tasks: 4 paired" in out
+    check_report(out, 4)
 
 
 def test_a_limit_outside_the_shipped_questions_is_refused() -> None:
