@@ -207,3 +207,22 @@ def test_report_prints_readably() -> None:
     assert "gsm8k" in text and "row 0 ~ gsm8k[0]" in text
     assert "note:" in text
     assert report.to_dict()["n_rows"] == 5
+
+
+def test_rows_from_wai_rows_against_the_shipped_gsm8k_questions() -> None:
+    import json
+    from pathlib import Path
+
+    shipped = Path(__file__).parents[2] / "recipes/02-measure/public-benchmark/gsm8k_test_200.jsonl"
+    questions = [json.loads(line)["question"] for line in shipped.read_text().splitlines() if line]
+    prompts = [
+        questions[3].upper(),  # re-cased copy
+        "Please solve: " + questions[10].replace(",", ";") + " Show your work.",
+        "A farmer has 3 goats and buys 2 more; how many goats does the farmer have now in total?",
+        questions[42],
+    ]
+    rows = wai.rows(prompts, [["42"]] * len(prompts), [[1.0]] * len(prompts))
+    report = wai.decontaminate(rows, {"gsm8k": questions})
+    assert report.contaminated_indices == [0, 1, 3]
+    assert [m.item for i in (0, 1, 3) for m in report.matches[i]] == [3, 10, 42]
+    assert report.clean == [rows[2]]
