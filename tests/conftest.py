@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from whileai import hookimpl
 from whileai.grading import Verdict
 from whileai.hookspecs import Register

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from whileai import hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 import whileai as wai
 from whileai.grading import Verdict, as_scorer, grade_row
 

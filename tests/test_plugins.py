@@ -10,6 +10,7 @@ from typing import Any
 
 import pluggy
 import pytest
+
 from whileai import hookimpl
 from whileai.hookspecs import Register
 from whileai.plugins import (

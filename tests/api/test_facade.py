@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+
 import whileai as wai
 
 

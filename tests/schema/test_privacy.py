@@ -6,9 +6,10 @@ import contextlib
 import json
 from typing import Any
 
-import whileai as wai
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import whileai as wai
 from whileai.simulations.privacy import NEVER_EXPORTED, export_row, step_messages, strip_private
 
 RESERVED = sorted(NEVER_EXPORTED)

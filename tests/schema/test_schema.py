@@ -9,9 +9,10 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
-import whileai as wai
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import whileai as wai
 from whileai.simulations import schema
 from whileai.simulations.privacy import export_row
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+
 from whileai import hookimpl
 from whileai.backends import BackendError, Completion, Sampling
 from whileai.hookspecs import Register

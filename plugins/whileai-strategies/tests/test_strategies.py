@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
 from whileai.plugins import Registry
 
 SHOP = {

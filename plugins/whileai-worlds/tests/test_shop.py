@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 import pytest
+
 from whileai.plugins import Registry
 from whileai.simulations.privacy import NEVER_EXPORTED
 from whileai.worlds import FAULT_KINDS, Episode, FaultPlan, Situation, World

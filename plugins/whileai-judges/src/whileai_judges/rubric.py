@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
 from whileai.grading import Verdict
 from whileai.plugins import Registry

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
-
 from whileai_strategies.selection import Grid, RandomDraws
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
-
 from whileai_worlds.shop import ShopWorld
 
 
