@@ -36,6 +36,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from whileai.measure._rows import rows_of
 from whileai.measure.report import Report, table
 from whileai.simulations.schema import RowError
 
@@ -466,13 +467,14 @@ def _check_settings(fields: Any, n: Any, min_n: Any) -> tuple[str, ...]:
 
 
 def decontaminate(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Any,
     against: Any,
     fields: Sequence[str] | str = ("prompt",),
     n: int = DEFAULT_N,
     min_n: int | None = None,
 ) -> DecontaminationReport:
-    """Split ``rows`` into those that share an ``n``-gram with ``against`` and those that don't.
+    """Split ``rows`` (a list of rows, or a run carrying ``.rows``) into those that share an
+    ``n``-gram with ``against`` and those that don't.
 
     ``against``: a string, a list of strings or rows (rows are read on the same ``fields``), or
     a mapping ``{source name: list of texts or rows}``. ``min_n`` (default 8, or ``n`` when
@@ -480,8 +482,7 @@ def decontaminate(
     """
     min_n = min(DEFAULT_MIN_N, n) if min_n is None and isinstance(n, int) else min_n
     fields = _check_settings(fields, n, min_n)
-    if isinstance(rows, Mapping | str) or not isinstance(rows, Sequence):
-        raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
+    rows = rows_of(rows)
     assert min_n is not None
 
     index = _Index(n=n, min_n=min_n)
