@@ -21,8 +21,13 @@ Where this differs from the ``Janitor`` (python mode), on purpose:
   vanishes, as appendix C's normalisation implies, so such text is flagged.
 - Lower-casing is Unicode-aware (``str.lower``); the Janitor lower-cases ASCII letters only.
 
-Speed comes from hashing whole token tuples into one dict built once from ``against``: a row
-costs one ``str.translate``, one ``split``, and a C-level membership scan of its n-grams.
+Speed: no Python object is made per token. Rows are normalised a few thousand at a time as
+one byte buffer (one ``lower``, one ``translate``); numpy finds the token boundaries, hashes
+each token eight bytes a step, hashes every n-token window, and looks the window hashes up in a
+sorted table built once from ``against``. Only windows whose hash is there are decoded and
+compared with the source tokens, so the report's matches are exact whatever the hashes do.
+On 100,000 prompts against GSM8K and HumanEval that is several times the Janitor's prompts per
+second (``benchmarks/bench_decontaminate.py``).
 """
 
 from __future__ import annotations
