@@ -21,7 +21,7 @@ from whileai_openai.testing.fault_server import DEFAULT_MODEL
 
 HELLO = [{"role": "user", "content": "hello"}]
 #: Both ways the backend can move bytes must classify faults the same way.
-TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpcore"])
+TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 
 
 def run(backend: OpenAICompatibleBackend, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -226,3 +226,29 @@ def test_a_backend_serves_successive_event_loops(
     assert run(backend, lambda: backend.complete(HELLO)).text == "echo: hello"
     assert run(backend, lambda: backend.complete(HELLO)).text == "echo: hello"
     assert backend.stats.succeeded == 2
+
+
+@TRANSPORTS
+def test_the_environment_proxy_is_used(
+    registry: Registry,
+    fault_server: FaultServer,
+    fast_retry: RetryPolicy,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    # The endpoint's host does not resolve; only the proxy (the fault server) can answer.
+    proxy = fault_server.url.removesuffix("/v1")
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    backend = registry.resolve(
+        "backend",
+        f"vllm:{DEFAULT_MODEL}@http://upstream.invalid:8000/v1",
+        environ={},
+        retry=fast_retry,
+        transport=transport,
+    )
+    reply: Completion = run(backend, lambda: backend.complete(HELLO))
+    assert reply.text == "echo: hello"
+    assert fault_server.requests[-1].headers["host"] == "upstream.invalid:8000"

@@ -1,8 +1,8 @@
 """A backend for any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp's
-server, a proxy), over one ``httpx.AsyncClient`` per event loop.
+server, a proxy), over aiohttp or httpx (see :mod:`whileai_openai.transports`).
 
-In-flight requests are bounded by ``concurrency`` (a semaphore, and a connection pool of the
-same size). Rate limits and server errors are retried with back-off that honours
+In-flight requests are bounded by ``concurrency`` (slots taken before each request, and a
+connection pool of the same size). Rate limits and server errors are retried with back-off that honours
 ``Retry-After``; a ``Retry-After`` on a 429 pauses every caller of this backend, not just the
 one that got it, since they share the quota. Everything is counted on ``backend.stats``.
 """
@@ -19,17 +19,16 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import aiohttp
 import attrs
-import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from whileai.backends import BackendError, BackendStats, Completion, Sampling
+from whileai_openai import transports
 from whileai_openai.retry import (
     RetryPolicy,
     is_retryable_status,
     parse_retry_after,
 )
+from whileai_openai.transports import Settings, Transport, TransportFailure, make_transport
 from whileai_openai.wire import (
     JSON_SCHEMA_MODES,
     WireError,
@@ -50,15 +49,6 @@ DEFAULT_MAX_TOKENS = 1024
 DEFAULT_CONCURRENCY = 32
 #: Seconds for one HTTP request (a long generation on a busy server takes a while).
 DEFAULT_TIMEOUT_S = 120.0
-#: How the httpx client moves bytes: aiohttp's connection pool (httpx-aiohttp's transport, as the
-#: openai client offers for speed) or httpx's own httpcore. Measured here at 64 in flight:
-#: 0.4 ms of client CPU per request through aiohttp, 0.9 ms through httpcore's best layout.
-TRANSPORTS = ("aiohttp", "httpcore")
-#: Connections per httpx pool on the httpcore transport. httpcore's pool scans its connections on every request (measured
-#: here at 64 in flight: 6.6 ms of client CPU per request with one pool of 64, 1.3 ms with pools
-#: of 8, 0.9 ms with pools of 4 or 2), so the connections are spread over small pools; the total
-#: stays bounded by ``concurrency``.
-CONNECTIONS_PER_POOL = 4
 #: How much of an error body goes into a message: enough to read the server's reason.
 _BODY_EXCERPT = 300
 
@@ -85,14 +75,14 @@ class Secret:
 
 @attrs.define
 class _LoopState:
-    """What must belong to one event loop: the clients (one small pool each) and the slots.
+    """What must belong to one event loop: the transport and the slots.
 
-    ``slots`` holds one token per request allowed in flight, each naming the client it runs
-    on: taking a token is the concurrency limit and the choice of pool in one step. Last in,
-    first out, so requests go back to pools whose connections are already open.
+    ``slots`` holds one token per request allowed in flight, each naming the transport pool it
+    runs on: taking a token is the concurrency limit and the choice of pool in one step. Last
+    in, first out, so requests go back to pools whose connections are already open.
     """
 
-    clients: list[httpx.AsyncClient]
+    transport: Transport
     slots: asyncio.LifoQueue[int]
     model_lock: asyncio.Lock
 
@@ -135,8 +125,8 @@ class OpenAICompatibleBackend:
             raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
         if not timeout or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        if transport not in transports.NAMES:
+            raise ValueError(f"transport must be one of {transports.NAMES}, got {transport!r}")
         if json_schema_mode not in JSON_SCHEMA_MODES:
             raise ValueError(
                 f"json_schema_mode must be one of {JSON_SCHEMA_MODES}, got {json_schema_mode!r}"
@@ -168,8 +158,6 @@ class OpenAICompatibleBackend:
         self._rng = random.Random(jitter_seed)
         # A 429's Retry-After pauses every caller until this monotonic instant.
         self._cooldown_until = 0.0
-        # Parsed once: httpx otherwise parses and merges the URL on every request.
-        self._urls: dict[str, httpx.URL] = {}
         self._loop_states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
@@ -183,64 +171,45 @@ class OpenAICompatibleBackend:
 
     # -- lifecycle ------------------------------------------------------------------------
     def _state(self) -> _LoopState:
-        # An httpx client and an asyncio semaphore belong to the loop that first used them;
-        # a backend reused under a second asyncio.run() gets fresh ones.
+        # Connection pools and asyncio queues belong to the loop that first used them; a
+        # backend reused under a second asyncio.run() gets fresh ones.
         loop = asyncio.get_running_loop()
         state = self._loop_states.get(loop)
         if state is None:
-            headers = {"Accept": "application/json", **self._headers}
+            headers = {
+                "Accept": "application/json",
+                "Content-Type": "application/json",
+                **self._headers,
+            }
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
-            clients = self._make_clients(headers)
+            # One TLS context per loop: building one loads the CA bundle (~70 ms). A plain-http
+            # endpoint never uses TLS (redirects are not followed), so it gets none.
+            tls = ssl.create_default_context() if self.base_url.startswith("https") else None
+            transport = make_transport(
+                self.transport,
+                Settings(
+                    headers,
+                    self.concurrency,
+                    self.timeout,
+                    self.connect_timeout,
+                    tls,
+                    self.base_url,
+                ),
+            )
             slots: asyncio.LifoQueue[int] = asyncio.LifoQueue()
             for slot in range(self.concurrency):
-                slots.put_nowait(slot % len(clients))
-            state = _LoopState(clients, slots, asyncio.Lock())
+                slots.put_nowait(slot % transport.pools)
+            state = _LoopState(transport, slots, asyncio.Lock())
             self._loop_states[loop] = state
         return state
-
-    def _make_clients(self, headers: Mapping[str, str]) -> list[httpx.AsyncClient]:
-        """The clients whose pools together hold ``concurrency`` connections."""
-        timeout = httpx.Timeout(self.timeout, connect=min(self.connect_timeout, self.timeout))
-        # One TLS context for every pool: building one loads the CA bundle (~70 ms). A
-        # plain-http endpoint never uses TLS (redirects are not followed), so it gets none.
-        verify: ssl.SSLContext | bool = (
-            httpx.create_ssl_context() if self.base_url.startswith("https") else False
-        )
-        if self.transport == "aiohttp":
-            connector = aiohttp.TCPConnector(
-                limit=self.concurrency,
-                limit_per_host=0,
-                ssl=verify if isinstance(verify, ssl.SSLContext) else False,
-            )
-            session = aiohttp.ClientSession(connector=connector)
-            return [
-                httpx.AsyncClient(
-                    base_url=self.base_url,
-                    headers=headers,
-                    timeout=timeout,
-                    transport=AiohttpTransport(verify=verify, client=session),
-                )
-            ]
-        n_pools = -(-self.concurrency // CONNECTIONS_PER_POOL)
-        per_pool = -(-self.concurrency // n_pools)
-        return [
-            httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=headers,
-                timeout=timeout,
-                verify=verify,
-                limits=httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool),
-            )
-            for _ in range(n_pools)
-        ]
 
     async def aclose(self) -> None:
         """Close this event loop's connections (the backend stays usable; it reconnects)."""
         loop = asyncio.get_running_loop()
         state = self._loop_states.pop(loop, None)
         if state is not None:
-            await asyncio.gather(*(client.aclose() for client in state.clients))
+            await state.transport.aclose()
 
     async def __aenter__(self) -> OpenAICompatibleBackend:
         return self
@@ -375,7 +344,7 @@ class OpenAICompatibleBackend:
             pool = await state.slots.get()
             try:
                 self.stats.requests += 1
-                outcome = await self._attempt(state.clients[pool], method, path, body)
+                outcome = await self._attempt(state.transport, pool, method, path, body)
             finally:
                 state.slots.put_nowait(pool)
             if not isinstance(outcome, _Failure):
@@ -418,43 +387,36 @@ class OpenAICompatibleBackend:
             waited += await self._sleep(delay)
 
     async def _attempt(
-        self, client: httpx.AsyncClient, method: str, path: str, body: Mapping[str, Any] | None
+        self,
+        transport: Transport,
+        pool: int,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
     ) -> Any:
         """One HTTP request: the decoded JSON body, or a :class:`_Failure` saying what went wrong."""
         where = f"{method} {self.base_url}{path}"
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = httpx.URL(self.base_url + path)
+        payload = None if body is None else json.dumps(body).encode()
         try:
-            if body is None:
-                response = await client.request(method, url)
-            else:
-                response = await client.request(
-                    method,
-                    url,
-                    content=json.dumps(body).encode(),
-                    headers={"Content-Type": "application/json"},
-                )
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            if _timed_out(exc):
-                return _Failure("timeout", f"{where} timed out ({type(exc).__name__})", True)
-            return _Failure(
-                "connection", f"{where}: connection failed or was cut ({_describe(exc)})", True
-            )
-        status = response.status_code
+            answer = await transport.send(method, self.base_url + path, payload, pool)
+        except TransportFailure as exc:
+            if exc.kind == "timeout":
+                return _Failure("timeout", f"{where} timed out ({exc})", True)
+            return _Failure("connection", f"{where}: connection failed or was cut ({exc})", True)
+        status = answer.status
         if status >= 400:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            retry_after = parse_retry_after(answer.retry_after)
             kind = "rate_limited" if status == 429 else f"http_{status}"
-            excerpt = response.text[:_BODY_EXCERPT].strip()
+            excerpt = answer.text[:_BODY_EXCERPT].strip()
             message = f"{where} answered HTTP {status}" + (f": {excerpt}" if excerpt else "")
             return _Failure(kind, message, is_retryable_status(status), retry_after)
         try:
-            return json.loads(response.content)
+            return json.loads(answer.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            excerpt = response.text[:_BODY_EXCERPT]
             return _Failure(
                 "malformed",
-                f"{where} answered HTTP {status} with a body that is not JSON: {excerpt!r}",
+                f"{where} answered HTTP {status} with a body that is not JSON: "
+                f"{answer.text[:_BODY_EXCERPT]!r}",
                 retryable=False,
             )
 
@@ -481,17 +443,3 @@ class OpenAICompatibleBackend:
         return BackendError(
             f"{self.name}: {self._redact(message)}", kind=kind, retries=retries, waited_s=waited
         )
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """Whether a transport error was a timeout. The aiohttp transport reports a dropped
-    connection as httpx.ConnectTimeout, so the aiohttp error underneath decides."""
-    cause = exc.__cause__
-    if isinstance(cause, aiohttp.ClientError):
-        return isinstance(cause, TimeoutError)
-    return isinstance(exc, httpx.TimeoutException | TimeoutError)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
