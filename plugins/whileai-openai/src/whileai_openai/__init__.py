@@ -1,4 +1,4 @@
-"""OpenAI-compatible backends for whileai (openai:, vllm:, bare URLs) over httpx."""
+"""OpenAI-compatible backends for whileai (openai:, vllm:, bare URLs) over aiohttp or httpx."""
 
 from importlib.metadata import version
 
