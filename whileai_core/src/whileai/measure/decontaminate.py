@@ -81,17 +81,22 @@ def _grams(tokens: Sequence[str], n: int) -> Iterable[Gram]:
     return zip(*(tokens[i:] for i in range(n)), strict=False)
 
 
-@attrs.frozen
-class Match:
+@attrs.frozen(repr=False)
+class Match(Report):
     """One source item a row overlaps, and the first shared n-gram (normalised, in row order)."""
+
+    title = "match"
 
     source: str
     item: int
     field: str
     ngram: str
 
+    def _lines(self) -> list[str]:
+        return [f"  {self.source}[{self.item}] ({self.field}): {self.ngram!r}"]
 
-@attrs.frozen
+
+@attrs.frozen(repr=False)
 class DecontaminationReport(Report):
     """What ``decontaminate`` found. ``clean`` and ``contaminated`` are the rows themselves."""
 

@@ -32,9 +32,11 @@ _UNJUDGED_STATUS = frozenset({"error", "skipped"})
 Interval = tuple[float, float]
 
 
-@attrs.frozen
-class Rate:
+@attrs.frozen(repr=False)
+class Rate(Report):
     """``count`` of ``n`` with its share and Wilson interval (None when ``n`` is 0)."""
+
+    title = "rate"
 
     count: int
     n: int
@@ -50,15 +52,27 @@ class Rate:
     def cells(self) -> tuple[str, str, str]:
         return (f"{self.count}/{self.n}", fmt(self.share), fmt_ci(self.ci95))
 
+    def _lines(self) -> list[str]:
+        count, share, ci = self.cells()
+        return [f"  {count} = {share}, 95% Wilson {ci}"]
 
-@attrs.frozen
-class Confusion:
+
+@attrs.frozen(repr=False)
+class Confusion(Report):
     """Judge against gold, as pass / fail counts."""
+
+    title = "confusion"
 
     judge_pass_gold_pass: int
     judge_pass_gold_fail: int
     judge_fail_gold_pass: int
     judge_fail_gold_fail: int
+
+    def _lines(self) -> list[str]:
+        (pp, pf), (fp, ff) = self.as_table()
+        return table(
+            ("", "gold pass", "gold fail"), [("judge pass", pp, pf), ("judge fail", fp, ff)]
+        )
 
     def as_table(self) -> list[list[int]]:
         """Rows: judge pass, judge fail; columns: gold pass, gold fail."""
@@ -68,7 +82,7 @@ class Confusion:
         ]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class JudgeAgreementReport(Report):
     """The judge's labels against gold ones."""
 
@@ -89,7 +103,6 @@ class JudgeAgreementReport(Report):
     notes: list[str]
 
     def _lines(self) -> list[str]:
-        c = self.confusion
         lines = [
             f"  {self.n_gold} rows with gold ({self.gold_source}); pass = reward >= "
             f"{fmt(self.threshold, 2)}"
@@ -105,15 +118,7 @@ class JudgeAgreementReport(Report):
             )
         )
         lines.append(f"  Cohen's kappa {fmt(self.kappa)} (point estimate)")
-        lines.extend(
-            table(
-                ("", "gold pass", "gold fail"),
-                [
-                    ("judge pass", c.judge_pass_gold_pass, c.judge_pass_gold_fail),
-                    ("judge fail", c.judge_fail_gold_pass, c.judge_fail_gold_fail),
-                ],
-            )
-        )
+        lines.extend(self.confusion._lines())
         return lines
 
 

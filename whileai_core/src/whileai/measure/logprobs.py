@@ -128,7 +128,7 @@ def _cluster_correlation_ci(
     return percentile_interval(finite, confidence)[0]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class LogprobReport(Report):
     """How much of the policy's logprobs the rows captured, and whether reward tracks them."""
 
@@ -267,7 +267,7 @@ def _row_kl(row: Mapping[str, Any], index: int, ref: str) -> tuple[float | None,
     return (own - other) / count, None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MeanKLReport(Report):
     """Sampled KL(policy || reference) per generated token."""
 
@@ -393,7 +393,7 @@ def calibrate(rows: Any, ref: str = "ref_logprob") -> list[dict[str, Any]]:
     return out
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class StalenessReport(Report):
     """Rows sampled by a policy other than ``base_model``, and which of them a trainer can
     still correct for."""

@@ -29,9 +29,11 @@ _REPEATS_CAVEAT = (
 )
 
 
-@attrs.frozen
-class MetricLine:
+@attrs.frozen(repr=False)
+class MetricLine(Report):
     """One metric: its mean over tasks (each task's rows averaged first) and its interval."""
+
+    title = "metric"
 
     name: str
     mean: float
@@ -39,8 +41,14 @@ class MetricLine:
     n_tasks: int
     n_rows: int
 
+    def _lines(self) -> list[str]:
+        return [
+            f"  {self.name}: {fmt(self.mean)} {fmt_ci(self.ci95)} over {self.n_tasks} tasks, "
+            f"{self.n_rows} rows"
+        ]
 
-@attrs.frozen
+
+@attrs.frozen(repr=False)
 class MetricSummaryReport(Report):
     """Mean and bootstrap-over-tasks interval of each metric."""
 
@@ -59,7 +67,7 @@ class MetricSummaryReport(Report):
         return table(("metric", "mean", "95% CI (tasks)", "tasks", "rows"), body)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MarkerSummaryReport(MetricSummaryReport):
     """``metric_summary`` over the markers alone."""
 
@@ -155,7 +163,7 @@ def _tasks_with_repeats(rows: Sequence[Mapping[str, Any]]) -> int:
     return int((counts > 1).sum())
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class TraceFlagReport(Report):
     """Each flag marker: the share of rows where it did not fire (clean), with Wilson."""
 
@@ -224,7 +232,7 @@ def detect_refusal(text: str) -> bool:
     return bool(REFUSAL_RULE.match(text.replace("\u2019", "'").lstrip()[:200]))
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class RefusalReport(Report):
     """Share of rows that refuse, with Wilson, and where each verdict came from."""
 
@@ -298,7 +306,7 @@ def refusal_report(
     )
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class JudgeTrustReport(Report):
     """How far the judge's labels on these rows can be trusted.
 
