@@ -136,6 +136,16 @@ def test_missing_field_names_the_row() -> None:
         wai.decontaminate(rows_of([SOURCE]), {"gsm8k": [{"question": SOURCE}]})
 
 
+def test_empty_inputs() -> None:
+    assert wai.decontaminate([], [SOURCE]).n_rows == 0
+    with pytest.raises(ValueError, match="against holds no texts"):
+        wai.decontaminate(rows_of([SOURCE]), [])
+    with pytest.raises(ValueError, match="empty mapping"):
+        wai.decontaminate(rows_of([SOURCE]), {})
+    report = wai.decontaminate(rows_of(["", SOURCE]), {"a": [SOURCE, ""]})
+    assert report.contaminated_indices == [1] and report.rows_too_short == [0]
+
+
 def test_bad_settings() -> None:
     with pytest.raises(ValueError, match="min_n"):
         wai.decontaminate(rows_of([SOURCE]), [SOURCE], n=13, min_n=14)

@@ -272,8 +272,11 @@ class _Tokens:
         # One encode, lower and translate over all texts joined by a record separator (which
         # str.split() counts as whitespace, so no token spans two texts). bytes.lower() is
         # ASCII-only, so texts with other letters are lower-cased as str first.
+        if not texts:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(b"", empty, empty, np.zeros(0, dtype=np.uint64), empty, empty, empty)
         joined = _SEPARATOR.join([t if t.isascii() else t.lower() for t in texts])
-        if joined.count(_SEPARATOR) == len(texts) - 1 or not texts:
+        if joined.count(_SEPARATOR) == len(texts) - 1:
             buffer = joined.encode("utf-8", "surrogatepass").lower()
             buffer = buffer.translate(None, _PUNCTUATION_BYTES)
             seps = np.flatnonzero(np.frombuffer(buffer, dtype=np.uint8) == ord(_SEPARATOR))
@@ -501,6 +504,10 @@ def decontaminate(
         source_items[name] = len(items)
         for i, item in enumerate(items):
             index.add(name, i, _item_texts(item, fields, f"against[{name!r}][{i}]"))
+    if not index.texts:
+        raise ValueError(
+            "against holds no texts: give the benchmark's prompts, e.g. {'gsm8k': questions}"
+        )
     usable = index.freeze()
     too_short_items: dict[str, int] = {}
     for owner in np.flatnonzero(~usable).tolist():
