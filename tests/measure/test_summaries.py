@@ -195,6 +195,9 @@ def test_judge_trust_without_gold_says_accuracy_is_unmeasured() -> None:
     )
     assert report.disagreement is None and report.pass_when_gold_fail is None
     assert any("accuracy is unmeasured" in n for n in report.notes)
+    unjudged = wai.judge_trust([row("a", 1.0), row("b", None)])
+    assert unjudged.n_unjudged == 1 and unjudged.errors.count == 0
+    assert any("1 rows carry no reward" in n for n in unjudged.notes)
     assert any("2 judge versions" in n for n in report.notes)
     few = wai.judge_trust([row("a", 1.0, gold_reward=1.0)])
     assert not few.floor_met and any("floor not met" in n for n in few.notes)

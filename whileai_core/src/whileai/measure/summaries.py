@@ -310,7 +310,8 @@ def refusal_report(
 class JudgeTrustReport(Report):
     """How far the judge's labels on these rows can be trusted.
 
-    - ``errors``: rows the judge failed on (``judge_status`` error) or skipped, of all rows.
+    - ``errors``: rows the judge failed on (``judge_status`` error) or skipped, of all rows;
+      ``n_unjudged``: rows with no reward that no judge was asked about.
     - ``disagreement`` and ``pass_when_gold_fail``: against ``gold_reward`` where rows carry it
       (None otherwise), Wilson intervals, with the 50-row floor.
     - ``passed_while_flagged``: per flag marker, the share of rows where the flag fired that
@@ -324,6 +325,7 @@ class JudgeTrustReport(Report):
     n_rows: int
     judges: list[str]
     errors: Rate
+    n_unjudged: int
     disagreement: Rate | None
     pass_when_gold_fail: Rate | None
     n_gold: int
@@ -357,6 +359,7 @@ def judge_trust(
         raise ValueError("rows is empty: there is nothing to measure")
     judges: set[str] = set()
     failed = 0
+    never = 0  # no reward and no judge status: never sent to a judge
     self_judged = 0
     pairs: list[tuple[float, float]] = []
     flagged: dict[str, list[int]] = {}  # name -> [fired and judged, of those passed]
@@ -373,6 +376,8 @@ def judge_trust(
         judged = _reward_of(row)
         if row.get("judge_status") in ("error", "skipped"):
             failed += 1
+        elif judged is None:
+            never += 1
         gold = row.get(field)
         check_reward(gold, field, i)
         if gold is not None and judged is not None:
@@ -404,6 +409,8 @@ def judge_trust(
             f"no row carries {field}: the judge's accuracy is unmeasured; hand-label at least "
             f"{GOLD_FLOOR} rows into {field} and call judge_agreement"
         )
+    if never:
+        notes.append(f"{never} rows carry no reward: never judged, left out of every rate")
     if len(judges) > 1:
         notes.append(
             f"{len(judges)} judge versions on these rows (a rubric edit is a new judge): "
@@ -424,6 +431,7 @@ def judge_trust(
         n_rows=len(rows),
         judges=sorted(judges),
         errors=Rate.of(failed, len(rows), confidence),
+        n_unjudged=never,
         disagreement=disagreement,
         pass_when_gold_fail=pass_fail,
         n_gold=len(pairs),
