@@ -310,8 +310,8 @@ def refusal_report(
 class JudgeTrustReport(Report):
     """How far the judge's labels on these rows can be trusted.
 
-    - ``errors``: rows the judge failed on (``judge_status`` error) or skipped, of all rows;
-      ``n_unjudged``: rows with no reward that no judge was asked about.
+    - ``errors``: rows the judge failed on (``judge_status`` error) or skipped, of the rows it
+      was asked about; ``n_unjudged``: rows with no reward that no judge was asked about.
     - ``disagreement`` and ``pass_when_gold_fail``: against ``gold_reward`` where rows carry it
       (None otherwise), Wilson intervals, with the 50-row floor.
     - ``passed_while_flagged``: per flag marker, the share of rows where the flag fired that
@@ -366,11 +366,13 @@ def judge_trust(
     non_flag: set[str] = set()
     for i, row in enumerate(rows):
         check_row(row, i)
-        meta = row.get("judge_meta") if isinstance(row.get("judge_meta"), Mapping) else {}
-        name = (meta or {}).get("version") or row.get("judge_name") or (meta or {}).get("model")
+        found = row.get("judge_meta")
+        meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        # The version names model and prompt (<model>@<prompt sha>): a rubric edit shows.
+        name = meta.get("version") or row.get("judge_name") or meta.get("model")
         if name:
             judges.add(str(name))
-        model = (meta or {}).get("model")
+        model = meta.get("model")
         if model and row.get("model_version") and str(model) == str(row["model_version"]):
             self_judged += 1
         judged = _reward_of(row)
@@ -430,7 +432,7 @@ def judge_trust(
     return JudgeTrustReport(
         n_rows=len(rows),
         judges=sorted(judges),
-        errors=Rate.of(failed, len(rows), confidence),
+        errors=Rate.of(failed, len(rows) - never, confidence),
         n_unjudged=never,
         disagreement=disagreement,
         pass_when_gold_fail=pass_fail,
