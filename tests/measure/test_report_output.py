@@ -46,7 +46,7 @@ REPORTS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
     "refusal_report": lambda r: wai.refusal_report(r),
     "judge_trust": lambda r: wai.judge_trust(r),
     "judge_agreement": lambda r: wai.judge_agreement(r),
-    "logprob_report": lambda r: wai.logprob_report(r, n_resamples=500),
+    "logprob_report": lambda r: wai.logprob_report(r),
     "mean_kl": lambda r: wai.mean_kl(r, n_resamples=500),
     "staleness_report": lambda r: wai.staleness_report(r, base_model="qwen@v2"),
 }

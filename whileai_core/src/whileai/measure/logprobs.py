@@ -25,7 +25,7 @@ from whileai.measure.stats import (
     DEFAULT_RESAMPLES,
     MIN_TASKS_FOR_INTERVAL,
     bootstrap_ci,
-    percentile_interval,
+    t_quantile,
 )
 from whileai.simulations.schema import RowError, check_row, task_key
 
@@ -92,40 +92,42 @@ def _task_index(keys: list[str]) -> tuple[list[str], npt.NDArray[np.int64]]:
     return list(order), np.asarray(owner, dtype=np.int64)
 
 
-def _cluster_correlation_ci(
+def _pearson(sums: FloatArray) -> FloatArray:
+    """Pearson's r from rows of (n, Σx, Σy, Σx², Σy², Σxy)."""
+    n, sx, sy, sxx, syy, sxy = sums.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray((sxy - sx * sy / n) / np.sqrt((sxx - sx * sx / n) * (syy - sy * sy / n)))
+
+
+def task_correlation_ci(
     x: FloatArray,
     y: FloatArray,
     task: npt.NDArray[np.int64],
     n_tasks: int,
-    n_resamples: int,
-    seed: int,
-    confidence: float,
+    confidence: float = 0.95,
 ) -> Interval | None:
-    """Percentile bootstrap of Pearson's r, resampling whole tasks (their rows go together).
+    """Interval for Pearson's r over rows whose tasks cluster them: Fisher's z = atanh(r), its
+    standard error from a jackknife that leaves out one task at a time (so a task's correlated
+    rows count once), and a t quantile on n_tasks - 1 degrees of freedom, mapped back by tanh.
 
-    Each resample is a vector of task multiplicities; r follows from the per-task sums of x, y,
-    x², y², xy and the row counts, so a resample costs one matrix product, not a pass over rows.
+    Each leave-one-task-out r comes from the per-task sums, so the whole jackknife is one
+    subtraction. None when r or a leave-one-out r is undefined or ±1.
     """
     sums = np.zeros((n_tasks, 6))
     for column, values in enumerate((np.ones_like(x), x, y, x * x, y * y, x * y)):
         sums[:, column] = np.bincount(task, weights=values, minlength=n_tasks)
-    rng = np.random.default_rng(seed)
-    rs = np.empty(n_resamples)
-    step = max(1, (1 << 22) // n_tasks)
-    for start in range(0, n_resamples, step):
-        size = min(step, n_resamples - start)
-        picks = rng.integers(0, n_tasks, size=(size, n_tasks))
-        offsets = (picks + np.arange(size)[:, None] * n_tasks).ravel()
-        weights = np.bincount(offsets, minlength=size * n_tasks).reshape(size, n_tasks)
-        n, sx, sy, sxx, syy, sxy = (weights @ sums).T
-        cov = sxy - sx * sy / n
-        var = (sxx - sx * sx / n) * (syy - sy * sy / n)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rs[start : start + size] = cov / np.sqrt(var)
-    finite = rs[np.isfinite(rs)]
-    if len(finite) < 0.9 * n_resamples:  # most resamples had no spread: no honest interval
+    total = sums.sum(axis=0)
+    r = float(_pearson(total[None, :])[0])
+    left_out = _pearson(total[None, :] - sums)
+    if not np.isfinite(r) or abs(r) >= 1 or not np.isfinite(left_out).all():
         return None
-    return percentile_interval(finite, confidence)[0]
+    if (np.abs(left_out) >= 1).any():
+        return None
+    z_out = np.arctanh(left_out)
+    se = math.sqrt((n_tasks - 1) / n_tasks * float(((z_out - z_out.mean()) ** 2).sum()))
+    half = t_quantile(n_tasks - 1, confidence) * se
+    z = math.atanh(r)
+    return (math.tanh(z - half), math.tanh(z + half))
 
 
 @attrs.frozen(repr=False)
@@ -169,12 +171,11 @@ class LogprobReport(Report):
         )
 
 
-def logprob_report(
-    rows: Any, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, confidence: float = 0.95
-) -> LogprobReport:
+def logprob_report(rows: Any, *, confidence: float = 0.95) -> LogprobReport:
     """Share of agent turns (steps with role "assistant"; a row without steps is one turn) that
     carry a logprob, and Pearson's r between each judged row's mean logprob per token and its
-    reward, with a percentile bootstrap interval over tasks."""
+    reward, with a Fisher-z interval whose standard error is a jackknife over tasks
+    (:func:`task_correlation_ci`)."""
     rows = rows_of(rows)
     if not rows:
         raise ValueError("rows is empty: there is nothing to measure")
@@ -215,7 +216,7 @@ def logprob_report(
             r = float(np.corrcoef(x, y)[0, 1])
             names, task = _task_index(keys)
             if len(names) >= MIN_TASKS_FOR_INTERVAL:
-                ci = _cluster_correlation_ci(x, y, task, len(names), n_resamples, seed, confidence)
+                ci = task_correlation_ci(x, y, task, len(names), confidence)
             if ci is None:
                 notes.append("correlation is a point estimate: too few tasks for an interval")
             else:
