@@ -15,6 +15,12 @@ def _plugins(args: argparse.Namespace) -> int:
     return 1 if args.strict and table.failures else 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from whileai.simulations.demo import run_demo
+
+    return run_demo(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="whileai", description="Make and measure agent rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -23,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict", action="store_true", help="exit 1 when a plugin failed to load"
     )
     plugins.set_defaults(func=_plugins)
+    demo = sub.add_parser("demo", help="a real simulate() run offline on the embedded model")
+    from whileai.simulations.demo import add_arguments
+
+    add_arguments(demo)
+    demo.set_defaults(func=_demo)
     return parser
 
 

@@ -45,7 +45,7 @@ class RunProgress:
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("{task.speed_text}"),
+                TextColumn("{task.fields[speed_text]}"),
                 TextColumn("retries {task.fields[retries]}  errors {task.fields[errors]}"),
                 TimeElapsedColumn(),
                 console=Console(file=out),

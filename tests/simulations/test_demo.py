@@ -1,0 +1,48 @@
+"""``whileai demo`` runs a real simulation offline on the embedded model and says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+@pytest.mark.plugins
+def test_demo_runs_offline_on_the_embedded_model(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "whileai.cli",
+            "demo",
+            "--out",
+            str(out),
+            "--situations",
+            "2",
+            "--repeats",
+            "2",
+            "--max-turns",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout
+    assert "templates" in printed  # the output says who wrote the situations
+    assert "pass@1" in printed and "faults fired" in printed
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 4
+    assert {r["writer_model"] for r in rows} == {"template"}
+    assert all(r["model_version"] for r in rows)
+    assert all(r["judge_name"] == "world:shop" for r in rows if not r.get("error"))
+    side = json.loads((out / "rows.meta.json").read_text())
+    assert side["complete"] is True
+    assert side["report"]["world"]["name"] == "shop"
