@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -296,3 +298,28 @@ def test_a_schema_llama_cpp_cannot_compile_is_an_error_not_any_json(backend: Bac
     response_format = {"type": "json_object", "schema": {"type": "object", "$ref": "#/nowhere"}}
     with pytest.raises(ValueError, match="cannot be turned into a grammar"):
         complete(backend, ASK_SUM, response_format=response_format)
+
+
+def test_loading_contexts_side_by_side_leaves_stdout_working() -> None:
+    # llama-cpp-python silences model loading by redirecting the process's stdout; two loads
+    # racing in two threads once left stdout on /dev/null for good.
+    script = """
+import asyncio
+from whileai.backends import resolve_backend
+
+backend = resolve_backend("local:smollm2", contexts=4)
+print("before", flush=True)
+
+async def main():
+    question = [{"role": "user", "content": "What is 2 + 3?"}]
+    sampling = {"temperature": 0, "max_tokens": 2}
+    await asyncio.gather(*(backend.complete(question, sampling=sampling) for _ in range(8)))
+
+asyncio.run(main())
+print("after", flush=True)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["before", "after"]

@@ -31,14 +31,14 @@ def section(out: str, title: str) -> str:
 
 def check_report(out: str, limit: int) -> None:
     passes = re.findall(rf"(plain|step-by-step) seed (\d): (\d+)/{limit} correct", out)
-    assert [(variant, seed) for variant, seed, _ in passes] == [
+    assert [(variant, seed) for variant, seed, _ in passes] == [  # one line per pass
         ("plain", "1"),
         ("plain", "2"),
         ("plain", "3"),
         ("step-by-step", "1"),
         ("step-by-step", "2"),
         ("step-by-step", "3"),
-    ]
+    ], out
     # pass@1 of the plain prompt is the share of its graded answers that were right
     plain_correct = sum(int(solved) for variant, _, solved in passes if variant == "plain")
     plain = section(out, "pass_at: plain prompt")

@@ -65,15 +65,16 @@ class ContextPool:
         return self._created
 
     def _new(self) -> Any:
-        return llama_class()(
-            model_path=str(self.key.path),
-            n_ctx=self.key.n_ctx,
-            n_threads=1,
-            n_threads_batch=1,
-            logits_all=self.key.logits_all,
-            chat_format=self.key.chat_format,
-            verbose=False,
-        )
+        with _LOAD_LOCK:
+            return llama_class()(
+                model_path=str(self.key.path),
+                n_ctx=self.key.n_ctx,
+                n_threads=1,
+                n_threads_batch=1,
+                logits_all=self.key.logits_all,
+                chat_format=self.key.chat_format,
+                verbose=False,
+            )
 
     @contextmanager
     def borrow(self) -> Iterator[Any]:
@@ -133,6 +134,13 @@ def llama_class() -> type:
 
     return RecordingLlama
 
+
+#: Loading a model is serialised across the process. With ``verbose=False`` llama-cpp-python
+#: silences llama.cpp's load-time output by pointing the process's stdout and stderr file
+#: descriptors at /dev/null and back; two loads in two threads interleave that save and
+#: restore, and stdout stays on /dev/null for the rest of the process (seen: a script printed
+#: nothing after its first concurrent batch). A load takes 0.2 s and happens once per context.
+_LOAD_LOCK = threading.Lock()
 
 _POOLS: dict[ContextKey, ContextPool] = {}
 _POOLS_LOCK = threading.Lock()
