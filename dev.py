@@ -52,7 +52,7 @@ def bin_(name: str) -> Path:
 
 def demo(extra: list[str]) -> None:
     sync()
-    run(bin_("whileai"), "plugins", *extra)
+    run(bin_("whileai"), "demo", *extra)
 
 
 def lint() -> None:

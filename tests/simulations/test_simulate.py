@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import sim_doubles as d
+
 import whileai as wai
 from whileai import hookimpl
 from whileai.grading import Verdict
@@ -326,3 +327,26 @@ def test_resume_finishes_a_cut_run_without_duplicates(tmp_path: Any) -> None:
     assert len(resumed.rows) == 6
     with pytest.raises(ValueError, match="started with other settings: rollouts_per_request"):
         run(unique=3, repeats=3, output=str(out), resume=True)
+
+
+class ContainsPlugin:
+    """A verifier registered by name: passes when the reference appears in the reply."""
+
+    @hookimpl
+    def whileai_register_verifiers(self, register: Any) -> None:
+        class Contains:
+            name = "Contains"
+            version = "1"
+
+            def verify(self, completion: str, reference: Any, prompt: str | None = None) -> Verdict:
+                return Verdict(1.0 if str(reference) in completion else 0.0)
+
+        register("Contains", Contains)
+
+
+def test_a_judge_named_by_spec_resolves_to_a_registered_verifier() -> None:
+    data = run(ContainsPlugin(), unique=2, repeats=2, judge="Contains")
+    assert {r["judge_name"] for r in data.rows} == {"Contains"}
+    assert {r["label_source"] for r in data.rows} == {"verifier"}
+    with pytest.raises(LookupError, match="names no registered judge or verifier"):
+        run(unique=1, repeats=1, judge="Nope")

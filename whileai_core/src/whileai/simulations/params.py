@@ -101,7 +101,11 @@ PARAMETERS: tuple[Parameter, ...] = (
     _p("llm_grade", False, "also grade with the rubric judge into llm_reward"),
     _p("logprobs", False, "record the agent's summed logprob and token count per turn"),
     _p("tasks", None, "rows or prompts to replay instead of writing situations"),
-    _p("runs", 1, "run the same situations this many times; returns a list of runs when above 1"),
+    _p(
+        "runs",
+        1,
+        "run the same situations this many times; above 1 returns a list of runs (output= gets -run<i>)",
+    ),
     _p("output", None, "JSONL path rows stream to, with a .meta.json sidecar"),
     _p("resume", False, "continue the run already at output= instead of refusing to overwrite"),
     _p("advanced", None, "{RunKnobs field: value}: experiment knobs and engine internals"),
