@@ -350,3 +350,40 @@ def test_a_judge_named_by_spec_resolves_to_a_registered_verifier() -> None:
     assert {r["label_source"] for r in data.rows} == {"verifier"}
     with pytest.raises(LookupError, match="names no registered judge or verifier"):
         run(unique=1, repeats=1, judge="Nope")
+
+
+def test_every_row_a_run_writes_validates_against_the_wire_contract() -> None:
+    from importlib.resources import files
+
+    import jsonschema
+
+    schema = json.loads((files("whileai.simulations") / "schemas" / "row-v1.json").read_text())
+    data = run(agent_model="fake:flaky-agent", unique=5, repeats=2, logprobs=True)
+    for row in data.rows:
+        jsonschema.validate(row, schema)
+
+
+class LocalStandIn:
+    """Stands in for the embedded model under its own spec, so the defaults can be checked
+    without loading it."""
+
+    @hookimpl
+    def whileai_register_backends(self, register: Any) -> None:
+        register("local", lambda argument=None, **options: d.FakeBackend("agent"))
+
+
+def test_with_no_endpoint_every_role_is_the_embedded_model_and_the_run_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("WHILEAI_BASE_URL", "WHILEAI_AGENT", "WHILEAI_USER", "WHILEAI_SIMULATOR"):
+        monkeypatch.delenv(name, raising=False)
+    data = wai.simulate(
+        registry=d.registry(LocalStandIn()), unique=1, repeats=2, advanced={"world": "tinyshop"}
+    )
+    report = data.report()
+    assert report["agent_model"] == report["user_model"] == "local:smollm2"
+    assert report["writer_model"] == "template"
+    assert any("No model endpoint is configured" in w for w in data.warnings)
+    assert any("templates" in note for note in report["model_notes"])
+    assert data.degraded == ["same_model"]
+    assert "No model endpoint" in str(report)
