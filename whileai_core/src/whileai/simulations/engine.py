@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
-import inspect
-import itertools
 import json
-import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,22 +19,17 @@ import attrs
 
 import whileai
 from whileai.backends import (
-    EMBEDDED_SPEC,
-    Backend,
-    Completion,
     Sampling,
-    default_spec,
-    resolve_backend,
 )
 from whileai.grading import Verdict
 from whileai.plugins import Registry, get_registry, notify
 from whileai.simulations.data import Simulation, _run_sync
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.grader import Grader, MarkerSet, resolve_grader, world_grader
+from whileai.simulations.models import ResolvedModels, resolve_models
 from whileai.simulations.params import (
     ALIASES,
     RunParams,
-    is_callable_agent,
     merge_aliases,
     resolve_params,
 )
@@ -50,409 +41,19 @@ from whileai.simulations.persistence import (
     sidecar_path,
     write_sidecar,
 )
+from whileai.simulations.plan import (
+    PlannedSituation,
+    choose_specs,
+    jobs_for,
+    plan_from_specs,
+    plan_from_tasks,
+    write_situations,
+)
 from whileai.simulations.privacy import export_row
 from whileai.simulations.progress import RunProgress
-from whileai.simulations.rollout import Job, Models, RolloutContext, run_rollout
+from whileai.simulations.rollout import Job, RolloutContext, run_rollout
 from whileai.simulations.schema import prompt_hash
-from whileai.worlds import FaultPlan, Situation, World
-
-TEMPLATE_WRITER = "template"
-SEED_WRITER = "seed"
-
-
-def derive_seed(seed: int, *parts: Any) -> int:
-    """A stable 32-bit seed from the run seed and a path of names (no Python hash salt)."""
-    text = "|".join([str(seed), *map(str, parts)])
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
-
-
-class CallableAgent:
-    """Your own agent function as a backend: ``fn(messages)`` or ``fn(messages, tools)``,
-    sync or async, returning text or a ``Completion``."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
-        self.name = "callable:" + (getattr(fn, "__qualname__", None) or type(fn).__name__)
-        try:
-            params = [
-                p
-                for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-            ]
-        except (TypeError, ValueError):
-            params = []
-        self._takes_tools = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        sampling: Sampling | Mapping[str, Any] | None = None,
-        *,
-        logprobs: bool = False,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        chat = [dict(m) for m in messages]
-        raw = self.fn(chat, list(tools) if tools else None) if self._takes_tools else self.fn(chat)
-        if inspect.isawaitable(raw):
-            raw = await raw
-        if isinstance(raw, Completion):
-            return raw
-        if isinstance(raw, str):
-            return Completion(text=raw, model=self.name, sampling={})
-        raise TypeError(
-            f"agent_model {self.name} returned {type(raw).__name__}; an agent callable returns "
-            "the reply text or a whileai.backends.Completion"
-        )
-
-
-@attrs.frozen
-class Writer:
-    """Who writes the situations: the world's templates, or a model rephrasing them."""
-
-    label: str
-    backend: Backend | None = None
-
-
-@attrs.frozen
-class ResolvedModels:
-    models: Models
-    writer: Writer
-    notes: list[str]
-    warnings: list[str]
-    degraded: list[str]
-    agent_spec: str
-    user_spec: str
-    simulator: str
-
-
-def _label(spec: Any, backend: Backend) -> str:
-    return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
-
-
-def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
-    """Resolve agent, user and writer; say which defaults applied and whether one model
-    is doing several jobs."""
-    notes: list[str] = []
-    warnings: list[str] = []
-    embedded_roles: list[str] = []
-
-    def pick(given: Any, role: str) -> tuple[Any, bool]:
-        if given is not None:
-            return given, False
-        spec, why = default_spec(role)
-        notes.append(f"{role}: {spec} ({why})")
-        if spec == EMBEDDED_SPEC:
-            embedded_roles.append(role)
-        return spec, True
-
-    if is_callable_agent(params.agent_model):
-        agent: Backend = CallableAgent(params.agent_model)
-        agent_label = agent.name
-        agent_callable = True
-    else:
-        agent_spec, _ = pick(params.agent_model, "agent")
-        agent = resolve_backend(agent_spec, role="agent", registry=registry)
-        agent_label = _label(agent_spec, agent)
-        agent_callable = False
-    user_spec, _ = pick(params.user_model, "user")
-    user = resolve_backend(user_spec, role="user", registry=registry)
-    user_label = _label(user_spec, user)
-
-    simulator = params.simulator
-    if simulator in (TEMPLATE_WRITER, SEED_WRITER):
-        writer = Writer(TEMPLATE_WRITER)
-    elif simulator is None:
-        spec, why = default_spec("simulator")
-        if spec == EMBEDDED_SPEC:
-            writer = Writer(TEMPLATE_WRITER)
-            notes.append(
-                f"simulator: templates ({why}; the embedded model writes poor situations, so "
-                "the world's templates write them)"
-            )
-        else:
-            notes.append(f"simulator: {spec} ({why})")
-            backend = resolve_backend(spec, role="simulator", registry=registry)
-            writer = Writer(_label(spec, backend), backend)
-    else:
-        backend = resolve_backend(simulator, role="simulator", registry=registry)
-        writer = Writer(_label(simulator, backend), backend)
-
-    if embedded_roles:
-        warnings.append(
-            f"No model endpoint is configured, so the embedded model {EMBEDDED_SPEC} served "
-            f"{', '.join(embedded_roles)}; its answers are weak and the scores say little about "
-            "a real agent (set WHILEAI_BASE_URL or pass agent_model=)."
-        )
-    degraded: list[str] = []
-    shared = []
-    if params.max_turns > 1 and user_label == agent_label:
-        shared.append("played the user")
-    if writer.backend is not None and writer.label == agent_label:
-        shared.append("wrote the situations")
-    if shared:
-        degraded.append("same_model")
-        warnings.append(
-            f"The agent model {agent_label} also {' and '.join(shared)}, so the run grades the "
-            "model against itself; pass simulator= for the writer and user_model= for the user "
-            "to put those jobs on a different model."
-        )
-    return ResolvedModels(
-        models=Models(agent, user, agent_label, user_label, agent_callable),
-        writer=writer,
-        notes=notes,
-        warnings=warnings,
-        degraded=degraded,
-        agent_spec=agent_label,
-        user_spec=user_label,
-        simulator=writer.label,
-    )
-
-
-# -- situations -------------------------------------------------------------------------
-
-
-@attrs.frozen
-class PlannedSituation:
-    index: int
-    phrasing: int
-    scenario_id: str
-    spec: dict[str, Any]
-    situation: Situation
-    arm: str | None
-    selection_reason: str | None
-    replayed: bool = False
-
-
-def _even_spread(
-    dimensions: Mapping[str, Sequence[Any]], n: int, rng: random.Random
-) -> list[dict[str, Any]]:
-    """A seeded shuffle of the dimension grid, cycled: every cell before any repeats."""
-    names = sorted(dimensions)
-    cells = [
-        dict(zip(names, values, strict=True))
-        for values in itertools.product(*(dimensions[k] for k in names))
-    ]
-    rng.shuffle(cells)
-    out = []
-    for i in range(n):
-        cell = dict(cells[i % len(cells)]) if cells else {}
-        cell["arm"] = None
-        cell["selection_reason"] = (
-            f"even spread over the dimension grid (cell {i % max(1, len(cells))})"
-        )
-        out.append(cell)
-    return out
-
-
-def choose_specs(
-    params: RunParams, knobs: RunKnobs, world: World, registry: Registry
-) -> tuple[list[dict[str, Any]], dict[str, list[Any]], str]:
-    """Situation specs across the dimensions, with hard_share applied."""
-    dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
-    rng = random.Random(derive_seed(params.seed, "strategy"))
-    n = params.unique_situations
-    if params.strategy is None:
-        specs = _even_spread(dimensions, n, rng)
-        strategy_name = "even spread (built in)"
-    else:
-        strategy = (
-            registry.resolve("strategy", params.strategy, **knobs.strategy_options)
-            if isinstance(params.strategy, str)
-            else params.strategy
-        )
-        strategy_name = (
-            params.strategy
-            if isinstance(params.strategy, str)
-            else str(getattr(strategy, "name", type(strategy).__name__))
-        )
-        specs = [dict(s) for s in strategy.choose(dimensions, n, rng, params.arm_weights)]
-        if len(specs) != n:
-            raise ValueError(f"strategy {strategy_name} returned {len(specs)} specs for n={n}")
-    dim, hard = knobs.difficulty_dimension, knobs.hard_value
-    n_hard = round(params.hard_share * n)
-    hard_rng = random.Random(derive_seed(params.seed, "hard"))
-    hard_set = set(hard_rng.sample(range(n), n_hard))
-    easier = [v for v in dimensions.get(dim, []) if v != hard]
-    for i, spec in enumerate(specs):
-        if i in hard_set:
-            spec[dim] = hard
-        elif (spec.get(dim) == hard or dim not in spec) and easier:
-            spec[dim] = easier[hard_rng.randrange(len(easier))]
-    return specs, dimensions, strategy_name
-
-
-def _scenario_id(
-    world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int
-) -> str:
-    cell = json.dumps(
-        {k: v for k, v in spec.items() if k not in ("arm", "selection_reason")},
-        sort_keys=True,
-        default=str,
-    )
-    digest = hashlib.sha256(f"{world.name}|{index}|{cell}|{phrasing}|{seed}".encode()).hexdigest()
-    return f"{world.name}-{index:03d}-p{phrasing}-{digest[:8]}"
-
-
-def plan_from_specs(
-    params: RunParams, world: World, specs: list[dict[str, Any]]
-) -> list[PlannedSituation]:
-    plans = []
-    for i, spec in enumerate(specs):
-        arm = spec.pop("arm", None)
-        reason = spec.pop("selection_reason", None)
-        for p in range(params.requests_per_situation):
-            rng = random.Random(derive_seed(params.seed, "situation", i, p))
-            situation = world.template_situation(spec, rng, phrasing=p)
-            plans.append(
-                PlannedSituation(
-                    i,
-                    p,
-                    _scenario_id(world, i, spec, p, params.seed),
-                    dict(spec),
-                    situation,
-                    None if arm is None else str(arm),
-                    reason,
-                )
-            )
-    return plans
-
-
-def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSituation]:
-    """Situations replayed from rows (or prompts) you pass as ``tasks=``."""
-    plans = []
-    for i, task in enumerate(tasks):
-        if isinstance(task, str):
-            row: Mapping[str, Any] = {"prompt": task}
-        elif isinstance(task, Mapping) and isinstance(task.get("prompt"), str):
-            row = task
-        else:
-            raise ValueError(
-                f"tasks[{i}] must be a prompt string or a row with a 'prompt', got {task!r}"
-            )
-        held = row.get("privileged")
-        privileged: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
-        scenario_id = str(
-            row.get("scenario_id") or row.get("task_id") or prompt_hash(row["prompt"])
-        )
-        dims = dict(row.get("scenario_dimensions") or {})
-        situation = Situation(
-            situation_id=scenario_id,
-            prompt=row["prompt"],
-            dimensions=dims,
-            hidden_state=dict(privileged.get("hidden_state") or {}),
-            goal=dict(privileged.get("goal") or {}),
-            reference=privileged.get("reference"),
-            writer_model=str(row.get("writer_model") or SEED_WRITER),
-        )
-        plans.append(
-            PlannedSituation(
-                i,
-                0,
-                scenario_id,
-                dims,
-                situation,
-                row.get("arm"),
-                row.get("selection_reason"),
-                replayed=isinstance(task, Mapping) and "writer_model" in row,
-            )
-        )
-    seen: set[str] = set()
-    unique = []
-    for plan in plans:
-        if plan.scenario_id not in seen:
-            seen.add(plan.scenario_id)
-            unique.append(plan)
-    return unique
-
-
-async def write_situations(
-    plans: list[PlannedSituation],
-    writer: Writer,
-    knobs: RunKnobs,
-    seed: int,
-    known_prompts: Mapping[str, str],
-    warnings: list[str],
-) -> list[PlannedSituation]:
-    """With a model writer, each phrasing's prompt is the model's rewrite of the template
-    (a prompt already on disk from a resumed run is kept as it was)."""
-    if writer.backend is None:
-        return plans
-    backend = writer.backend
-
-    async def one(plan: PlannedSituation) -> PlannedSituation:
-        if plan.replayed:
-            return plan
-        if plan.scenario_id in known_prompts:
-            prompt = known_prompts[plan.scenario_id]
-            return attrs.evolve(
-                plan,
-                situation=attrs.evolve(plan.situation, prompt=prompt, writer_model=writer.label),
-            )
-        messages = [
-            {
-                "role": "system",
-                "content": "You write the first message a customer sends to a "
-                "support chat. Reply with that message only.",
-            },
-            {
-                "role": "user",
-                "content": (
-                    f"Customer: {plan.situation.persona}. Situation: "
-                    f"{json.dumps(plan.spec, default=str)}. A plain version of the request: "
-                    f"{plan.situation.prompt}\nWrite it in the customer's own words "
-                    f"(version {plan.phrasing + 1})."
-                ),
-            },
-        ]
-        sampling = Sampling(
-            temperature=knobs.writer_temperature,
-            max_tokens=knobs.writer_max_tokens,
-            seed=derive_seed(seed, "writer", plan.scenario_id),
-        )
-        try:
-            written = (await backend.complete(messages, None, sampling)).text.strip()
-        except Exception as exc:
-            warnings.append(
-                f"writer {writer.label} failed on {plan.scenario_id} ({exc}); "
-                "the template prompt was kept"
-            )
-            return plan
-        if not written:
-            warnings.append(
-                f"writer {writer.label} wrote nothing for {plan.scenario_id}; "
-                "the template prompt was kept"
-            )
-            return plan
-        return attrs.evolve(
-            plan, situation=attrs.evolve(plan.situation, prompt=written, writer_model=writer.label)
-        )
-
-    return list(await asyncio.gather(*(one(p) for p in plans)))
-
-
-def jobs_for(
-    plans: Sequence[PlannedSituation], repeats: range, seed: int, *, replayed_from: str | None
-) -> list[Job]:
-    return [
-        Job(
-            key=f"{plan.scenario_id}/r{r}",
-            situation=plan.situation,
-            scenario_id=plan.scenario_id,
-            situation_index=plan.index,
-            phrasing=plan.phrasing,
-            repeat=r,
-            seed=derive_seed(seed, "rollout", plan.scenario_id, r),
-            spec=plan.spec,
-            arm=plan.arm,
-            selection_reason=plan.selection_reason,
-            replayed=plan.replayed or replayed_from is not None,
-            replayed_from_run=replayed_from,
-        )
-        for plan in plans
-        for r in repeats
-    ]
-
+from whileai.worlds import FaultPlan, World
 
 # -- one run ----------------------------------------------------------------------------
 

@@ -1,0 +1,176 @@
+"""Who takes part in a run: the agent (a model spec, a backend, or your own callable), the
+simulated user and the situation writer, resolved through the backend registry, with what the
+report says about defaults and about one model doing several jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai.backends import (
+    EMBEDDED_SPEC,
+    Backend,
+    Completion,
+    Sampling,
+    default_spec,
+    resolve_backend,
+)
+from whileai.plugins import Registry
+from whileai.simulations.params import RunParams, is_callable_agent
+from whileai.simulations.rollout import Models
+
+TEMPLATE_WRITER = "template"
+SEED_WRITER = "seed"
+
+
+def derive_seed(seed: int, *parts: Any) -> int:
+    """A stable 32-bit seed from the run seed and a path of names (no Python hash salt)."""
+    text = "|".join([str(seed), *map(str, parts)])
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+class CallableAgent:
+    """Your own agent function as a backend: ``fn(messages)`` or ``fn(messages, tools)``,
+    sync or async, returning text or a ``Completion``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.name = "callable:" + (getattr(fn, "__qualname__", None) or type(fn).__name__)
+        try:
+            params = [
+                p
+                for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+            ]
+        except (TypeError, ValueError):
+            params = []
+        self._takes_tools = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        sampling: Sampling | Mapping[str, Any] | None = None,
+        *,
+        logprobs: bool = False,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        chat = [dict(m) for m in messages]
+        raw = self.fn(chat, list(tools) if tools else None) if self._takes_tools else self.fn(chat)
+        if inspect.isawaitable(raw):
+            raw = await raw
+        if isinstance(raw, Completion):
+            return raw
+        if isinstance(raw, str):
+            return Completion(text=raw, model=self.name, sampling={})
+        raise TypeError(
+            f"agent_model {self.name} returned {type(raw).__name__}; an agent callable returns "
+            "the reply text or a whileai.backends.Completion"
+        )
+
+
+@attrs.frozen
+class Writer:
+    """Who writes the situations: the world's templates, or a model rephrasing them."""
+
+    label: str
+    backend: Backend | None = None
+
+
+@attrs.frozen
+class ResolvedModels:
+    models: Models
+    writer: Writer
+    notes: list[str]
+    warnings: list[str]
+    degraded: list[str]
+    agent_spec: str
+    user_spec: str
+    simulator: str
+
+
+def _label(spec: Any, backend: Backend) -> str:
+    return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
+
+
+def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
+    """Resolve agent, user and writer; say which defaults applied and whether one model
+    is doing several jobs."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    embedded_roles: list[str] = []
+
+    def pick(given: Any, role: str) -> tuple[Any, bool]:
+        if given is not None:
+            return given, False
+        spec, why = default_spec(role)
+        notes.append(f"{role}: {spec} ({why})")
+        if spec == EMBEDDED_SPEC:
+            embedded_roles.append(role)
+        return spec, True
+
+    if is_callable_agent(params.agent_model):
+        agent: Backend = CallableAgent(params.agent_model)
+        agent_label = agent.name
+        agent_callable = True
+    else:
+        agent_spec, _ = pick(params.agent_model, "agent")
+        agent = resolve_backend(agent_spec, role="agent", registry=registry)
+        agent_label = _label(agent_spec, agent)
+        agent_callable = False
+    user_spec, _ = pick(params.user_model, "user")
+    user = resolve_backend(user_spec, role="user", registry=registry)
+    user_label = _label(user_spec, user)
+
+    simulator = params.simulator
+    if simulator in (TEMPLATE_WRITER, SEED_WRITER):
+        writer = Writer(TEMPLATE_WRITER)
+    elif simulator is None:
+        spec, why = default_spec("simulator")
+        if spec == EMBEDDED_SPEC:
+            writer = Writer(TEMPLATE_WRITER)
+            notes.append(
+                f"simulator: templates ({why}; the embedded model writes poor situations, so "
+                "the world's templates write them)"
+            )
+        else:
+            notes.append(f"simulator: {spec} ({why})")
+            backend = resolve_backend(spec, role="simulator", registry=registry)
+            writer = Writer(_label(spec, backend), backend)
+    else:
+        backend = resolve_backend(simulator, role="simulator", registry=registry)
+        writer = Writer(_label(simulator, backend), backend)
+
+    if embedded_roles:
+        warnings.append(
+            f"No model endpoint is configured, so the embedded model {EMBEDDED_SPEC} served "
+            f"{', '.join(embedded_roles)}; its answers are weak and the scores say little about "
+            "a real agent (set WHILEAI_BASE_URL or pass agent_model=)."
+        )
+    degraded: list[str] = []
+    shared = []
+    if params.max_turns > 1 and user_label == agent_label:
+        shared.append("played the user")
+    if writer.backend is not None and writer.label == agent_label:
+        shared.append("wrote the situations")
+    if shared:
+        degraded.append("same_model")
+        warnings.append(
+            f"The agent model {agent_label} also {' and '.join(shared)}, so the run grades the "
+            "model against itself; pass simulator= for the writer and user_model= for the user "
+            "to put those jobs on a different model."
+        )
+    return ResolvedModels(
+        models=Models(agent, user, agent_label, user_label, agent_callable),
+        writer=writer,
+        notes=notes,
+        warnings=warnings,
+        degraded=degraded,
+        agent_spec=agent_label,
+        user_spec=user_label,
+        simulator=writer.label,
+    )

@@ -1,0 +1,266 @@
+"""The plan of a run: situation specs across the dimensions (a strategy, or a seeded even
+spread), hard_share, the situations written from them (templates, a model, or replayed rows),
+and one job per (situation, phrasing, repeat) with a deterministic key and seed."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai.backends import Sampling
+from whileai.plugins import Registry
+from whileai.simulations.defaults import RunKnobs
+from whileai.simulations.models import SEED_WRITER, Writer, derive_seed
+from whileai.simulations.params import RunParams
+from whileai.simulations.rollout import Job
+from whileai.simulations.schema import prompt_hash
+from whileai.worlds import Situation, World
+
+
+@attrs.frozen
+class PlannedSituation:
+    index: int
+    phrasing: int
+    scenario_id: str
+    spec: dict[str, Any]
+    situation: Situation
+    arm: str | None
+    selection_reason: str | None
+    replayed: bool = False
+
+
+def _even_spread(
+    dimensions: Mapping[str, Sequence[Any]], n: int, rng: random.Random
+) -> list[dict[str, Any]]:
+    """A seeded shuffle of the dimension grid, cycled: every cell before any repeats."""
+    names = sorted(dimensions)
+    cells = [
+        dict(zip(names, values, strict=True))
+        for values in itertools.product(*(dimensions[k] for k in names))
+    ]
+    rng.shuffle(cells)
+    out = []
+    for i in range(n):
+        cell = dict(cells[i % len(cells)]) if cells else {}
+        cell["arm"] = None
+        cell["selection_reason"] = (
+            f"even spread over the dimension grid (cell {i % max(1, len(cells))})"
+        )
+        out.append(cell)
+    return out
+
+
+def choose_specs(
+    params: RunParams, knobs: RunKnobs, world: World, registry: Registry
+) -> tuple[list[dict[str, Any]], dict[str, list[Any]], str]:
+    """Situation specs across the dimensions, with hard_share applied."""
+    dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
+    rng = random.Random(derive_seed(params.seed, "strategy"))
+    n = params.unique_situations
+    if params.strategy is None:
+        specs = _even_spread(dimensions, n, rng)
+        strategy_name = "even spread (built in)"
+    else:
+        strategy = (
+            registry.resolve("strategy", params.strategy, **knobs.strategy_options)
+            if isinstance(params.strategy, str)
+            else params.strategy
+        )
+        strategy_name = (
+            params.strategy
+            if isinstance(params.strategy, str)
+            else str(getattr(strategy, "name", type(strategy).__name__))
+        )
+        specs = [dict(s) for s in strategy.choose(dimensions, n, rng, params.arm_weights)]
+        if len(specs) != n:
+            raise ValueError(f"strategy {strategy_name} returned {len(specs)} specs for n={n}")
+    dim, hard = knobs.difficulty_dimension, knobs.hard_value
+    n_hard = round(params.hard_share * n)
+    hard_rng = random.Random(derive_seed(params.seed, "hard"))
+    hard_set = set(hard_rng.sample(range(n), n_hard))
+    easier = [v for v in dimensions.get(dim, []) if v != hard]
+    for i, spec in enumerate(specs):
+        if i in hard_set:
+            spec[dim] = hard
+        elif (spec.get(dim) == hard or dim not in spec) and easier:
+            spec[dim] = easier[hard_rng.randrange(len(easier))]
+    return specs, dimensions, strategy_name
+
+
+def _scenario_id(
+    world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int
+) -> str:
+    cell = json.dumps(
+        {k: v for k, v in spec.items() if k not in ("arm", "selection_reason")},
+        sort_keys=True,
+        default=str,
+    )
+    digest = hashlib.sha256(f"{world.name}|{index}|{cell}|{phrasing}|{seed}".encode()).hexdigest()
+    return f"{world.name}-{index:03d}-p{phrasing}-{digest[:8]}"
+
+
+def plan_from_specs(
+    params: RunParams, world: World, specs: list[dict[str, Any]]
+) -> list[PlannedSituation]:
+    plans = []
+    for i, spec in enumerate(specs):
+        arm = spec.pop("arm", None)
+        reason = spec.pop("selection_reason", None)
+        for p in range(params.requests_per_situation):
+            rng = random.Random(derive_seed(params.seed, "situation", i, p))
+            situation = world.template_situation(spec, rng, phrasing=p)
+            plans.append(
+                PlannedSituation(
+                    i,
+                    p,
+                    _scenario_id(world, i, spec, p, params.seed),
+                    dict(spec),
+                    situation,
+                    None if arm is None else str(arm),
+                    reason,
+                )
+            )
+    return plans
+
+
+def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSituation]:
+    """Situations replayed from rows (or prompts) you pass as ``tasks=``."""
+    plans = []
+    for i, task in enumerate(tasks):
+        if isinstance(task, str):
+            row: Mapping[str, Any] = {"prompt": task}
+        elif isinstance(task, Mapping) and isinstance(task.get("prompt"), str):
+            row = task
+        else:
+            raise ValueError(
+                f"tasks[{i}] must be a prompt string or a row with a 'prompt', got {task!r}"
+            )
+        held = row.get("privileged")
+        privileged: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
+        scenario_id = str(
+            row.get("scenario_id") or row.get("task_id") or prompt_hash(row["prompt"])
+        )
+        dims = dict(row.get("scenario_dimensions") or {})
+        situation = Situation(
+            situation_id=scenario_id,
+            prompt=row["prompt"],
+            dimensions=dims,
+            hidden_state=dict(privileged.get("hidden_state") or {}),
+            goal=dict(privileged.get("goal") or {}),
+            reference=privileged.get("reference"),
+            writer_model=str(row.get("writer_model") or SEED_WRITER),
+        )
+        plans.append(
+            PlannedSituation(
+                i,
+                0,
+                scenario_id,
+                dims,
+                situation,
+                row.get("arm"),
+                row.get("selection_reason"),
+                replayed=isinstance(task, Mapping) and "writer_model" in row,
+            )
+        )
+    seen: set[str] = set()
+    unique = []
+    for plan in plans:
+        if plan.scenario_id not in seen:
+            seen.add(plan.scenario_id)
+            unique.append(plan)
+    return unique
+
+
+async def write_situations(
+    plans: list[PlannedSituation],
+    writer: Writer,
+    knobs: RunKnobs,
+    seed: int,
+    known_prompts: Mapping[str, str],
+    warnings: list[str],
+) -> list[PlannedSituation]:
+    """With a model writer, each phrasing's prompt is the model's rewrite of the template
+    (a prompt already on disk from a resumed run is kept as it was)."""
+    if writer.backend is None:
+        return plans
+    backend = writer.backend
+
+    async def one(plan: PlannedSituation) -> PlannedSituation:
+        if plan.replayed:
+            return plan
+        if plan.scenario_id in known_prompts:
+            prompt = known_prompts[plan.scenario_id]
+            return attrs.evolve(
+                plan,
+                situation=attrs.evolve(plan.situation, prompt=prompt, writer_model=writer.label),
+            )
+        messages = [
+            {
+                "role": "system",
+                "content": "You write the first message a customer sends to a "
+                "support chat. Reply with that message only.",
+            },
+            {
+                "role": "user",
+                "content": (
+                    f"Customer: {plan.situation.persona}. Situation: "
+                    f"{json.dumps(plan.spec, default=str)}. A plain version of the request: "
+                    f"{plan.situation.prompt}\nWrite it in the customer's own words "
+                    f"(version {plan.phrasing + 1})."
+                ),
+            },
+        ]
+        sampling = Sampling(
+            temperature=knobs.writer_temperature,
+            max_tokens=knobs.writer_max_tokens,
+            seed=derive_seed(seed, "writer", plan.scenario_id),
+        )
+        try:
+            written = (await backend.complete(messages, None, sampling)).text.strip()
+        except Exception as exc:
+            warnings.append(
+                f"writer {writer.label} failed on {plan.scenario_id} ({exc}); "
+                "the template prompt was kept"
+            )
+            return plan
+        if not written:
+            warnings.append(
+                f"writer {writer.label} wrote nothing for {plan.scenario_id}; "
+                "the template prompt was kept"
+            )
+            return plan
+        return attrs.evolve(
+            plan, situation=attrs.evolve(plan.situation, prompt=written, writer_model=writer.label)
+        )
+
+    return list(await asyncio.gather(*(one(p) for p in plans)))
+
+
+def jobs_for(
+    plans: Sequence[PlannedSituation], repeats: range, seed: int, *, replayed_from: str | None
+) -> list[Job]:
+    return [
+        Job(
+            key=f"{plan.scenario_id}/r{r}",
+            situation=plan.situation,
+            scenario_id=plan.scenario_id,
+            situation_index=plan.index,
+            phrasing=plan.phrasing,
+            repeat=r,
+            seed=derive_seed(seed, "rollout", plan.scenario_id, r),
+            spec=plan.spec,
+            arm=plan.arm,
+            selection_reason=plan.selection_reason,
+            replayed=plan.replayed or replayed_from is not None,
+            replayed_from_run=replayed_from,
+        )
+        for plan in plans
+        for r in repeats
+    ]
