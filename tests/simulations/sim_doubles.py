@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from whileai import hookimpl
 from whileai.backends import BackendError, Completion, Sampling, ToolCall
 from whileai.grading import Verdict
@@ -200,6 +201,8 @@ class TinyShop:
     def new_episode(
         self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
     ) -> TinyEpisode:
+        if "order_id" not in situation.hidden_state:
+            raise KeyError("order_id: the situation carries no hidden order to build")
         plan = fault_plan or FaultPlan()
         return TinyEpisode(situation, rng, plan.effective_rate(self.default_fault_rate), plan.kinds)
 

@@ -387,3 +387,14 @@ def test_with_no_endpoint_every_role_is_the_embedded_model_and_the_run_says_so(
     assert any("templates" in note for note in report["model_notes"])
     assert data.degraded == ["same_model"]
     assert "No model endpoint" in str(report)
+
+
+def test_a_situation_the_world_cannot_start_fails_its_rollouts_only() -> None:
+    # Exported rows carry no hidden state, so the tiny shop cannot rebuild the order it hides.
+    original = run(unique=2, repeats=1)
+    replay = run(tasks=[*original.rows[:1], *original.trajectories[1:]], repeats=2)
+    failed = [r for r in replay.rows if r.get("error")]
+    assert len(failed) == 2 and len(replay.rows) == 4
+    assert all("could not start an episode" in r["error"] for r in failed)
+    assert all(r["reward"] is None and r["judge_status"] == "skipped" for r in failed)
+    assert all(r.get("reward") is not None for r in replay.rows if not r.get("error"))

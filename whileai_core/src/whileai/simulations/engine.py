@@ -121,6 +121,8 @@ async def _execute(
             trajectory, episode = await run_rollout(job, ctx)
 
             def check(row: Mapping[str, Any]) -> Verdict:
+                if episode is None:
+                    return Verdict.error("no episode to check")
                 return episode.check(row["final_text"], row["steps"])
 
             return await _grade(

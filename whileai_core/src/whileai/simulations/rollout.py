@@ -232,12 +232,23 @@ async def _agent_turn(
     return "", tool_calls_left  # pragma: no cover - the last round never offers tools
 
 
-async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Episode]:
+async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Episode | None]:
     """Play one rollout to its end; its trajectory (ungraded, privileged kept) and the
-    episode, whose checks grade it."""
+    episode, whose checks grade it (None when the world could not start one)."""
     situation = job.situation
     rng = random.Random(job.seed)
-    episode = ctx.world.new_episode(situation, rng, ctx.fault_plan)
+    try:
+        episode = ctx.world.new_episode(situation, rng, ctx.fault_plan)
+    except Exception as exc:  # a situation the world cannot set up fails its rollout only
+        failure = (
+            f"world {ctx.world.name!r} could not start an episode: {type(exc).__name__}: {exc}"
+        )
+        chat = [
+            {"role": "system", "content": ctx.system_prompt},
+            {"role": "user", "content": situation.prompt},
+        ]
+        trajectory = _trajectory(job, ctx, None, [], chat, _Tally(), "", failure, "error", False)
+        return trajectory, None
     tools = list(ctx.world.tools())
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ctx.system_prompt},
@@ -301,7 +312,7 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
 def _trajectory(
     job: Job,
     ctx: RolloutContext,
-    episode: Episode,
+    episode: Episode | None,
     steps: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     tally: _Tally,
@@ -353,9 +364,11 @@ def _trajectory(
         "retries": tally.retries,
         "waited_s": round(tally.waited_s, 3),
     }
+    world_state: dict[str, Any] | None = None
+    faults: list[dict[str, Any]] | None = None
     try:
-        world_state: dict[str, Any] | None = episode.state()
-        faults: list[dict[str, Any]] | None = episode.faults()
+        if episode is not None:
+            world_state, faults = episode.state(), episode.faults()
     except Exception as exc:
         world_state, faults = None, None
         error = error or f"world state unreadable: {type(exc).__name__}: {exc}"
