@@ -398,3 +398,16 @@ def test_a_situation_the_world_cannot_start_fails_its_rollouts_only() -> None:
     assert all("could not start an episode" in r["error"] for r in failed)
     assert all(r["reward"] is None and r["judge_status"] == "skipped" for r in failed)
     assert all(r.get("reward") is not None for r in replay.rows if not r.get("error"))
+
+
+def test_simulate_works_inside_a_running_event_loop_and_asimulate_awaits() -> None:
+    import asyncio
+
+    async def notebook_cell() -> tuple[Any, Any]:
+        blocking = run(unique=1, repeats=2)  # as in a notebook, where a loop already runs
+        awaited = await wai.asimulate(registry=d.registry(), unique=1, repeats=2, **{**d.BASE})
+        return blocking, awaited
+
+    blocking, awaited = asyncio.run(notebook_cell())
+    assert len(blocking.rows) == len(awaited.rows) == 2
+    assert [r["prompt"] for r in blocking.rows] == [r["prompt"] for r in awaited.rows]
