@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import pytest
+
 from whileai.simulations.defaults import EXPERIMENT_KNOBS, RunKnobs
 from whileai.simulations.engine import simulate
 from whileai.simulations.params import ALIASES, PARAMETERS
