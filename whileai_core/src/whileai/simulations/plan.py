@@ -21,6 +21,7 @@ from whileai.simulations.models import SEED_WRITER, Writer, derive_seed
 from whileai.simulations.params import RunParams
 from whileai.simulations.rollout import Job
 from whileai.simulations.schema import prompt_hash
+from whileai.simulations.signatures import accepted, accepts
 from whileai.worlds import Situation, World
 
 
@@ -57,10 +58,32 @@ def _even_spread(
     return out
 
 
+def _strategy_balances_difficulty(
+    strategy: Any, dimensions: Mapping[str, Sequence[Any]], knobs: RunKnobs
+) -> bool:
+    """Whether the strategy takes ``hard_share=`` and the dimensions give it the hard value to
+    balance; otherwise the engine sets difficulty itself after the strategy has chosen."""
+    values = dimensions.get(knobs.difficulty_dimension, ())
+    return accepts(strategy.choose, "hard_share") and knobs.hard_value in values
+
+
+def _resolve_strategy(spec: str, knobs: RunKnobs, registry: Registry) -> Any:
+    """A registered strategy, told which dimension and value are the hard end when its
+    factory takes them (``strategy_options`` wins)."""
+    entry, _ = registry.lookup("strategy", spec)
+    hard_end = accepted(
+        entry.factory,
+        {"hard_dimension": knobs.difficulty_dimension, "hard_value": knobs.hard_value},
+    )
+    return registry.resolve("strategy", spec, **{**hard_end, **knobs.strategy_options})
+
+
 def choose_specs(
     params: RunParams, knobs: RunKnobs, world: World, registry: Registry
 ) -> tuple[list[dict[str, Any]], dict[str, list[Any]], str]:
-    """Situation specs across the dimensions, with hard_share applied."""
+    """Situation specs across the dimensions, with hard_share applied: by the strategy when
+    its ``choose`` takes ``hard_share=`` (it balances difficulty with the other dimensions),
+    else by the engine after it has chosen."""
     dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
     rng = random.Random(derive_seed(params.seed, "strategy"))
     n = params.unique_situations
@@ -69,7 +92,7 @@ def choose_specs(
         strategy_name = "even spread (built in)"
     else:
         strategy = (
-            registry.resolve("strategy", params.strategy, **knobs.strategy_options)
+            _resolve_strategy(params.strategy, knobs, registry)
             if isinstance(params.strategy, str)
             else params.strategy
         )
@@ -78,9 +101,26 @@ def choose_specs(
             if isinstance(params.strategy, str)
             else str(getattr(strategy, "name", type(strategy).__name__))
         )
-        specs = [dict(s) for s in strategy.choose(dimensions, n, rng, params.arm_weights)]
+        balances = _strategy_balances_difficulty(strategy, dimensions, knobs)
+        extra = {"hard_share": params.hard_share} if balances else {}
+        specs = [dict(s) for s in strategy.choose(dimensions, n, rng, params.arm_weights, **extra)]
         if len(specs) != n:
             raise ValueError(f"strategy {strategy_name} returned {len(specs)} specs for n={n}")
+        if balances:
+            return specs, dimensions, strategy_name
+    _apply_hard_share(specs, dimensions, params, knobs)
+    return specs, dimensions, strategy_name
+
+
+def _apply_hard_share(
+    specs: list[dict[str, Any]],
+    dimensions: Mapping[str, Sequence[Any]],
+    params: RunParams,
+    knobs: RunKnobs,
+) -> None:
+    """The engine's own hard_share: a seeded ``round(hard_share * n)`` of the specs take the
+    hard value, the rest one of the other values."""
+    n = len(specs)
     dim, hard = knobs.difficulty_dimension, knobs.hard_value
     n_hard = round(params.hard_share * n)
     hard_rng = random.Random(derive_seed(params.seed, "hard"))
@@ -91,7 +131,6 @@ def choose_specs(
             spec[dim] = hard
         elif (spec.get(dim) == hard or dim not in spec) and easier:
             spec[dim] = easier[hard_rng.randrange(len(easier))]
-    return specs, dimensions, strategy_name
 
 
 def _scenario_id(

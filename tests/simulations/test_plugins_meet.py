@@ -1,0 +1,42 @@
+"""simulate() with the built-in plugins it was written beside: the grid strategy, the shop
+world, the rubric judge, the markers and the OpenAI-compatible backend."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import sim_doubles as d
+
+import whileai as wai
+import whileai_strategies.plugin
+
+pytestmark = pytest.mark.plugins
+
+
+def run(*extra_plugins: object, **kwargs: Any) -> Any:
+    params = {**d.BASE, **kwargs}
+    params["advanced"] = {**d.BASE["advanced"], **(kwargs.get("advanced") or {})}
+    return wai.simulate(registry=d.registry(*extra_plugins), **params)
+
+
+def test_the_grid_strategy_balances_hard_share_across_the_other_dimensions() -> None:
+    data = run(whileai_strategies.plugin, unique=12, repeats=1, strategy="grid", hard_share=0.5)
+    cells = Counter(
+        (r["scenario_dimensions"]["status"], r["scenario_dimensions"]["difficulty"])
+        for r in data.rows
+    )
+    # 12 situations over 3 statuses x 2 difficulties: the grid puts 2 in every cell, which an
+    # override drawn after the strategy had chosen would scatter
+    assert cells == {
+        (s, diff): 2 for s in ("shipped", "delivered", "processing") for diff in ("easy", "hard")
+    }
+    assert all("hard_share 0.5" in r["selection_reason"] for r in data.rows)
+
+
+def test_a_strategy_without_hard_share_still_gets_the_engine_share() -> None:
+    data = run(unique=8, repeats=1, strategy="alternate", hard_share=0.25)
+    hard = [r for r in data.rows if r["scenario_dimensions"]["difficulty"] == "hard"]
+    assert len(hard) == 2
+    assert [r["arm"] for r in data.rows] == list("abababab")
