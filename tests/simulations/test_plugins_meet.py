@@ -3,6 +3,7 @@ world, the rubric judge, the markers and the OpenAI-compatible backend."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -11,6 +12,7 @@ import sim_doubles as d
 
 import whileai as wai
 import whileai_strategies.plugin
+import whileai_worlds.plugin
 
 pytestmark = pytest.mark.plugins
 
@@ -40,3 +42,28 @@ def test_a_strategy_without_hard_share_still_gets_the_engine_share() -> None:
     hard = [r for r in data.rows if r["scenario_dimensions"]["difficulty"] == "hard"]
     assert len(hard) == 2
     assert [r["arm"] for r in data.rows] == list("abababab")
+
+
+def test_phrasings_reword_one_situation_and_each_is_a_task_of_its_repeats() -> None:
+    data = run(
+        whileai_worlds.plugin,
+        unique=2,
+        phrasings=3,
+        repeats=4,
+        max_turns=1,
+        fault_rate=0.0,
+        advanced={"world": "shop"},
+    )
+    assert len(data.rows) == 2 * 3 * 4
+    for situation in (0, 1):
+        mine = [t for t in data.trajectories if t["lineage"]["situation"] == situation]
+        # one customer, one order, one goal: the same hidden state behind every wording
+        assert len({json.dumps(t["privileged"], sort_keys=True) for t in mine}) == 1
+        assert len({t["prompt"] for t in mine}) == 3
+        assert len({json.dumps(t["world_state"]["orders"], sort_keys=True) for t in mine}) == 1
+        # each phrasing is its own task, and the engine writes task_id == scenario_id
+        assert len({t["scenario_id"] for t in mine}) == 3
+        assert all(t["task_id"] == t["scenario_id"] for t in mine)
+    # pass_at groups the repeats of one request: k is the repeats, not phrasings x repeats
+    report = data.pass_at
+    assert report.k == 4 and len(report.per_task) == 6

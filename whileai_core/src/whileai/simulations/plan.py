@@ -153,7 +153,9 @@ def plan_from_specs(
         arm = spec.pop("arm", None)
         reason = spec.pop("selection_reason", None)
         for p in range(params.requests_per_situation):
-            rng = random.Random(derive_seed(params.seed, "situation", i, p))
+            # One seed per situation, fresh for every phrasing: the world draws the same facts
+            # (customer, order, hidden state, goal) and only the wording changes with ``p``.
+            rng = random.Random(derive_seed(params.seed, "situation", i))
             situation = world.template_situation(spec, rng, phrasing=p)
             plans.append(
                 PlannedSituation(
