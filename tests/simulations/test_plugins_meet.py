@@ -13,6 +13,7 @@ import sim_doubles as d
 import whileai as wai
 import whileai_strategies.plugin
 import whileai_worlds.plugin
+from whileai.backends import Completion, ToolCall
 
 pytestmark = pytest.mark.plugins
 
@@ -67,3 +68,36 @@ def test_phrasings_reword_one_situation_and_each_is_a_task_of_its_repeats() -> N
     # pass_at groups the repeats of one request: k is the repeats, not phrasings x repeats
     report = data.pass_at
     assert report.k == 4 and len(report.per_task) == 6
+
+
+def test_each_fault_on_a_row_points_at_the_tool_step_it_answered() -> None:
+    def agent(messages: list[dict[str, Any]], tools: Any) -> Completion:
+        asked = sum(1 for m in messages if m["role"] == "tool")
+        if tools and asked < 4:
+            # two calls per round, two rounds: an ordinal count of calls would miss the steps
+            return Completion(
+                text="",
+                model="scripted",
+                sampling={},
+                tool_calls=(
+                    ToolCall(id=f"c{asked}", name="get_order", arguments={"order_id": "A1000"}),
+                    ToolCall(id=f"d{asked}", name="list_orders", arguments={"email": "x@y.z"}),
+                ),
+            )
+        return Completion(text="I could not reach the order system.", model="scripted", sampling={})
+
+    data = run(
+        whileai_worlds.plugin,
+        agent_model=agent,
+        unique=2,
+        repeats=1,
+        max_turns=1,
+        fault_rate=1.0,
+        advanced={"world": "shop"},
+    )
+    for row in data.rows:
+        assert len(row["faults"]) == 4
+        for fault in row["faults"]:
+            step = row["steps"][fault["step"]]
+            assert step["role"] == "tool" and step["name"] == fault["tool"]
+            assert step["fault"] == fault["kind"]

@@ -88,8 +88,12 @@ class ToolResult:
 class Episode(Protocol):
     """One rollout's private copy of the world."""
 
-    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Run one tool call; an unknown tool or bad arguments give an error result, not a raise."""
+    def call(self, name: str, arguments: Mapping[str, Any], step: int | None = None) -> ToolResult:
+        """Run one tool call; an unknown tool or bad arguments give an error result, not a raise.
+
+        ``step`` is the index the call's tool step takes in ``row["steps"]``; an episode
+        records faults at it (the engine passes it only to episodes whose ``call`` takes it,
+        so one without the parameter still works, numbering faults its own way)."""
         ...
 
     def state(self) -> dict[str, Any]:
@@ -97,7 +101,8 @@ class Episode(Protocol):
         ...
 
     def faults(self) -> list[dict[str, Any]]:
-        """Faults that fired, each ``{"step": int, "tool": str, "kind": str}``."""
+        """Faults that fired, each ``{"step": int, "tool": str, "kind": str}`` (``step``
+        indexes ``row["steps"]`` when the engine passed it to ``call``)."""
         ...
 
     def check(self, final_text: str, steps: Sequence[Mapping[str, Any]]) -> Verdict:

@@ -19,6 +19,7 @@ import attrs
 from whileai.backends import Backend, BackendError, Completion, Sampling
 from whileai.simulations.privacy import step_messages
 from whileai.simulations.schema import Judgment, Rollout, Task, to_row
+from whileai.simulations.signatures import accepts
 from whileai.worlds import Episode, FaultPlan, Situation, World
 
 SATISFIED_TAG = "[DONE]"
@@ -141,13 +142,18 @@ def _tool_content(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def _call_tool(episode: Episode, name: str, call: Any) -> tuple[str, str | None]:
-    """The tool message content for one call, and the fault kind that fired (if any)."""
+def _call_tool(episode: Episode, name: str, call: Any, step: int) -> tuple[str, str | None]:
+    """The tool message content for one call, and the fault kind that fired (if any).
+
+    ``step`` is the index the tool's step will have in ``row["steps"]``; an episode whose
+    ``call`` takes it records its faults there, so ``row["faults"][i]["step"]`` points at the
+    step the fault answered."""
     if call.raw_arguments is not None:
         error = {"error": "invalid_arguments", "message": "arguments were not valid JSON"}
         return json.dumps(error), None
+    where = {"step": step} if accepts(episode.call, "step") else {}
     try:
-        result = episode.call(name, dict(call.arguments))
+        result = episode.call(name, dict(call.arguments), **where)
     except Exception as exc:
         raise ToolRaised(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
     content = result.content
@@ -218,7 +224,7 @@ async def _agent_turn(
                 )
             else:
                 tool_calls_left -= 1
-                content, fault = _call_tool(episode, call.name, call)
+                content, fault = _call_tool(episode, call.name, call, len(steps))
             tool_step: dict[str, Any] = {
                 "role": "tool",
                 "tool_call_id": call.id,
