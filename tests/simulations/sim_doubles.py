@@ -56,6 +56,8 @@ class FakeBackend:
         if self.role.endswith("user"):
             text = self._user(messages)
             calls: tuple[ToolCall, ...] = ()
+        elif self.role == "judge":
+            text, calls = self._judge(messages), ()
         else:
             text, calls = self._agent(messages, tools, seed)
         n_in = sum(len(str(m.get("content") or "").split()) for m in messages)
@@ -104,6 +106,13 @@ class FakeBackend:
                 return f"Your order is {content['status']}.", ()
             return "The order service failed; please try again later.", ()
         return "Could you give me your order id?", ()
+
+    @staticmethod
+    def _judge(messages: Sequence[Mapping[str, Any]]) -> str:
+        """The rubric judge's JSON verdict: a pass when the transcript names a status."""
+        passed = "Your order is" in str(messages[-1].get("content") or "")
+        reason = "the agent named the status" if passed else "no status named"
+        return json.dumps({"reason": reason, "score": 1 if passed else 0})
 
     @staticmethod
     def _user(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -11,6 +11,7 @@ import pytest
 import sim_doubles as d
 
 import whileai as wai
+import whileai_judges.plugin
 import whileai_strategies.plugin
 import whileai_worlds.plugin
 from whileai.backends import Completion, ToolCall
@@ -101,3 +102,27 @@ def test_each_fault_on_a_row_points_at_the_tool_step_it_answered() -> None:
             step = row["steps"][fault["step"]]
             assert step["role"] == "tool" and step["name"] == fault["tool"]
             assert step["fault"] == fault["kind"]
+
+
+def test_llm_grade_resolves_the_judge_model_in_the_run_registry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the judge's model is a backend only the run's registry knows
+    monkeypatch.setenv("WHILEAI_JUDGE", "fake:judge")
+    data = run(whileai_judges.plugin, unique=2, repeats=3, llm_grade=True)
+    for row in data.rows:
+        assert row["llm_judge"]["status"] == "ok", row["llm_judge"]["reason"]
+        assert row["llm_judge"]["meta"]["model"] == "fake:judge"
+        assert row["llm_judge"]["meta"]["served_model"] == "fake-judge-1"
+        assert row["llm_reward"] == (1.0 if "Your order is" in row["final_text"] else 0.0)
+    assert data.report()["llm_grader"] == "rubric"
+    assert "judge: fake:judge (from WHILEAI_JUDGE)" in data.report()["model_notes"]
+
+
+def test_a_rubric_judge_named_by_judge_grades_with_the_judge_role_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WHILEAI_JUDGE", "fake:judge")
+    data = run(whileai_judges.plugin, unique=1, repeats=2, judge="rubric")
+    assert all(r["judge_meta"]["model"] == "fake:judge" for r in data.rows)
+    assert all(r["judge_status"] == "ok" for r in data.rows)

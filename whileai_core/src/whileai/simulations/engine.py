@@ -195,10 +195,12 @@ async def _run_once(
     registry: Registry,
     world: World,
     resolved: ResolvedModels,
+    graders: _Graders,
     plans: list[PlannedSituation] | None,
     output: str | None,
     replayed_from: str | None,
 ) -> tuple[Simulation, list[PlannedSituation]]:
+    grader, llm_grader = graders.grader, graders.llm_grader
     warnings = list(resolved.warnings)
     sha = prompt_hash(params.system_prompt)
     head = params.system_prompt[: knobs.system_prompt_head_chars]
@@ -287,8 +289,6 @@ async def _run_once(
         user_patience=knobs.user_patience,
         user_context_chars=knobs.user_context_chars,
     )
-    grader = resolve_grader(params.judge, registry) if params.judge is not None else None
-    llm_grader = resolve_grader("rubric", registry) if params.llm_grade else None
     markers, marker_problems = MarkerSet.from_registry(registry)
     warnings.extend(marker_problems)
     grader_name = grader.name if grader is not None else f"world:{world.name}"
@@ -348,7 +348,7 @@ async def _run_once(
         "world_note": world_note,
         "advanced": dict(advanced),
         "knobs": knobs.as_dict(),
-        "model_notes": list(resolved.notes),
+        "model_notes": list(resolved.notes) + graders.notes,
     }
     system_prompts = {sha: params.system_prompt}
 
@@ -457,6 +457,31 @@ def _run_output(output: str | None, run: int, runs: int) -> str | None:
     return str(path.with_name(f"{path.stem}-run{run + 1}{suffix}"))
 
 
+@attrs.frozen
+class _Graders:
+    """The run's judges, resolved once for all its runs."""
+
+    grader: Grader | None
+    llm_grader: Grader | None
+    notes: list[str]
+
+
+def _resolve_graders(params: RunParams, registry: Registry, resolved: ResolvedModels) -> _Graders:
+    judge_model = resolved.judge_spec
+    grader = (
+        resolve_grader(params.judge, registry, judge_model=judge_model)
+        if params.judge is not None
+        else None
+    )
+    llm_grader = (
+        resolve_grader("rubric", registry, judge_model=judge_model) if params.llm_grade else None
+    )
+    notes = []
+    if any(g is not None and g.backend is not None for g in (grader, llm_grader)):
+        notes.append(f"judge: {judge_model} ({resolved.judge_why})")
+    return _Graders(grader, llm_grader, notes)
+
+
 async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
     """``simulate`` for code already inside an event loop: same parameters, awaitable."""
     alias_values = {a: kwargs.pop(a) for a in list(kwargs) if a in ALIASES}
@@ -467,6 +492,7 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
     knobs = RunKnobs.from_advanced(advanced)
     world = registry.resolve("world", knobs.world)
     resolved = resolve_models(params, registry)
+    graders = _resolve_graders(params, registry, resolved)
     results: list[Simulation] = []
     plans: list[PlannedSituation] | None = None
     first_run: str | None = None
@@ -478,6 +504,7 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
             registry,
             world,
             resolved,
+            graders,
             plans,
             _run_output(params.output, run, params.runs),
             first_run,

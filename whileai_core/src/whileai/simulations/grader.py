@@ -17,6 +17,7 @@ import attrs
 
 from whileai.grading import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
 from whileai.plugins import Registry, UnknownPluginError
+from whileai.simulations.signatures import accepted
 
 
 @attrs.frozen
@@ -25,6 +26,8 @@ class Grader:
 
     scorer: Scorer
     offload: bool = False
+    #: the model backend the judge calls, when it has one (the run reports and closes it)
+    backend: Any = None
 
     @property
     def name(self) -> str:
@@ -62,20 +65,34 @@ class Grader:
         return graded
 
 
-def resolve_grader(judge: Any, registry: Registry) -> Grader:
+def _build_judge(spec: str, registry: Registry, judge_model: str | None) -> Any:
+    """A registered judge, its factory given the run's registry (so a model spec in it
+    resolves where the run's own backends do) and, for a bare name such as ``"rubric"``, the
+    run's judge model as ``backend=``; each only when the factory takes it."""
+    entry, argument = registry.lookup("judge", spec)
+    options: dict[str, Any] = {"registry": registry}
+    if argument is None and judge_model is not None:
+        options["backend"] = judge_model
+    return registry.resolve("judge", spec, **accepted(entry.factory, options))
+
+
+def resolve_grader(judge: Any, registry: Registry, *, judge_model: str | None = None) -> Grader:
     """A grader for ``judge=``: a registered judge or verifier name/spec, a verifier object,
     or a callable (``(row)``, ``(prompt, completion)`` or ``(prompt, completion, reference)``,
-    sync or async)."""
+    sync or async). ``judge_model`` is the spec of the run's judge role, handed to a judge
+    named without a model of its own."""
     if isinstance(judge, Grader):
         return judge
     if isinstance(judge, str):
         try:
-            built = registry.resolve("judge", judge)
+            built = _build_judge(judge, registry, judge_model)
             offload = not (
                 inspect.iscoroutinefunction(built)
                 or inspect.iscoroutinefunction(type(built).__call__)
             )
-            return Grader(_judge_scorer(built), offload=offload)
+            return Grader(
+                _judge_scorer(built), offload=offload, backend=getattr(built, "backend", None)
+            )
         except UnknownPluginError as judge_error:
             try:
                 built = registry.resolve("verifier", judge)

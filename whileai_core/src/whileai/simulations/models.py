@@ -91,6 +91,10 @@ class ResolvedModels:
     agent_spec: str
     user_spec: str
     simulator: str
+    #: the judge role's model spec, for a judge named without one (``llm_grade=True``,
+    #: ``judge="rubric"``); None when the run grades without a model judge
+    judge_spec: str | None = None
+    judge_why: str = ""
 
 
 def _label(spec: Any, backend: Backend) -> str:
@@ -145,6 +149,13 @@ def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
         backend = resolve_backend(simulator, role="simulator", registry=registry)
         writer = Writer(_label(simulator, backend), backend)
 
+    # The judge role's model, for a judge named without one; the run notes it once a judge
+    # that calls a model is built (a verifier named by judge= calls none).
+    judge_spec: str | None = None
+    judge_why = ""
+    if params.llm_grade or isinstance(params.judge, str):
+        judge_spec, judge_why = default_spec("judge")
+
     if embedded_roles:
         warnings.append(
             f"No model endpoint is configured, so the embedded model {EMBEDDED_SPEC} served "
@@ -173,4 +184,6 @@ def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
         agent_spec=agent_label,
         user_spec=user_label,
         simulator=writer.label,
+        judge_spec=judge_spec,
+        judge_why=judge_why,
     )
