@@ -29,7 +29,8 @@ class FakeBackend:
     """``fake:agent`` looks the order up and reports its status, except when its seed says to
     slip (a third of rollouts), so groups split; ``fake:user`` is satisfied by an answer that
     names a status; ``fake:slow-agent`` waits ``delay`` seconds per call; ``fake:flaky-agent``
-    fails for good on every fifth seed; ``fake:silent-user`` never ends the chat."""
+    fails for good on every fifth seed; ``fake:silent-user`` never ends the chat;
+    ``fake:quitter-user`` gives up at once; ``fake:judge`` answers the rubric judge."""
 
     def __init__(self, role: str = "agent", delay: float = 0.0) -> None:
         self.role = role
@@ -53,7 +54,9 @@ class FakeBackend:
         seed = sampling.seed or 0
         if self.role == "flaky-agent" and seed % 5 == 0:
             raise BackendError("server kept answering 503", kind="http_503", retries=3)
-        if self.role.endswith("user"):
+        if self.role == "quitter-user":
+            text, calls = "This is going nowhere. [GIVE UP]", ()
+        elif self.role.endswith("user"):
             text = self._user(messages)
             calls: tuple[ToolCall, ...] = ()
         elif self.role == "judge":

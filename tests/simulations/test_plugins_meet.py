@@ -12,6 +12,7 @@ import sim_doubles as d
 
 import whileai as wai
 import whileai_judges.plugin
+import whileai_markers.plugin
 import whileai_strategies.plugin
 import whileai_worlds.plugin
 from whileai.backends import Completion, ToolCall
@@ -126,3 +127,26 @@ def test_a_rubric_judge_named_by_judge_grades_with_the_judge_role_model(
     data = run(whileai_judges.plugin, unique=1, repeats=2, judge="rubric")
     assert all(r["judge_meta"]["model"] == "fake:judge" for r in data.rows)
     assert all(r["judge_status"] == "ok" for r in data.rows)
+
+
+def test_every_simulated_user_step_says_how_the_user_left_it() -> None:
+    data = run(whileai_markers.plugin, unique=4, repeats=3, fault_rate=0.0)
+    user_steps = [s for r in data.rows for s in r["steps"] if s["role"] == "user"]
+    assert user_steps and all(
+        s["user_status"] in ("continue", "satisfied", "gave_up") for s in user_steps
+    )
+    for row in data.rows:
+        statuses = [s["user_status"] for s in row["steps"] if s["role"] == "user"]
+        if row["stop_reason"] == "satisfied":
+            assert statuses[-1] == "satisfied" and set(statuses[:-1]) <= {"continue"}
+        if statuses and statuses[-1] == "continue":
+            assert row["stop_reason"] in ("turn_limit", "gave_up")
+    assert any(r["stop_reason"] == "satisfied" for r in data.rows)
+    assert all(
+        r["markers"]["gave_up"] is False for r in data.rows if r["stop_reason"] == "satisfied"
+    )
+
+    quit_run = run(whileai_markers.plugin, user_model="fake:quitter-user", unique=2, repeats=2)
+    for row in quit_run.rows:
+        assert [s["user_status"] for s in row["steps"] if s["role"] == "user"] == ["gave_up"]
+        assert row["stop_reason"] == "gave_up" and row["markers"]["gave_up"] is True

@@ -295,6 +295,8 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
             user_step = {
                 "role": "user",
                 "content": content,
+                # what the markers' gave_up reads: how the simulated user left this turn
+                "user_status": "satisfied" if done else "gave_up" if gave_up else "continue",
                 "input_tokens": reply.input_tokens,
                 "output_tokens": reply.output_tokens,
             }
