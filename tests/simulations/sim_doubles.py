@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from whileai import hookimpl
-from whileai.backends import BackendError, Completion, Sampling, ToolCall
+from whileai.backends import BackendError, BackendStats, Completion, Sampling, ToolCall
 from whileai.grading import Verdict
 from whileai.plugins import Registry
 from whileai.worlds import FaultPlan, Situation, ToolResult
@@ -30,13 +30,23 @@ class FakeBackend:
     slip (a third of rollouts), so groups split; ``fake:user`` is satisfied by an answer that
     names a status; ``fake:slow-agent`` waits ``delay`` seconds per call; ``fake:flaky-agent``
     fails for good on every fifth seed; ``fake:silent-user`` never ends the chat;
-    ``fake:quitter-user`` gives up at once; ``fake:judge`` answers the rubric judge."""
+    ``fake:quitter-user`` gives up at once; ``fake:judge`` answers the rubric judge;
+    ``fake:throttled-agent`` waits out one rate limit per call, counted on ``stats``."""
 
-    def __init__(self, role: str = "agent", delay: float = 0.0) -> None:
+    def __init__(
+        self, role: str = "agent", delay: float = 0.0, concurrency: int | None = None
+    ) -> None:
         self.role = role
         self.name = f"fake:{role}"
         self.delay = delay if delay else (0.02 if role.startswith("slow") else 0.0)
         self.calls = 0
+        #: what the engine passed as concurrency=, and how often it closed this backend
+        self.concurrency = concurrency
+        self.closed = 0
+        self.stats = BackendStats()
+
+    async def aclose(self) -> None:
+        self.closed += 1
 
     async def complete(
         self,
@@ -48,8 +58,17 @@ class FakeBackend:
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
         self.calls += 1
+        self.stats.calls += 1
         if self.delay:
             await asyncio.sleep(self.delay)
+        throttled = self.role == "throttled-agent"
+        if throttled:
+            # every call is answered 429 with Retry-After: 0.5 once, then served
+            self.stats.retries += 1
+            self.stats.waits += 1
+            self.stats.waited_s += 0.5
+            self.stats.rate_limited += 1
+            self.stats.count_error("rate_limited")
         sampling = Sampling.coerce(sampling)
         seed = sampling.seed or 0
         if self.role == "flaky-agent" and seed % 5 == 0:
@@ -85,7 +104,8 @@ class FakeBackend:
             output_tokens=n_out,
             logprob=-0.25 * n_out if logprobs else None,
             n_tokens=n_out if logprobs else None,
-            retries=1 if seed % 7 == 0 else 0,
+            retries=1 if throttled or seed % 7 == 0 else 0,
+            waited_s=0.5 if throttled else 0.0,
         )
 
     def _agent(

@@ -13,9 +13,12 @@ import sim_doubles as d
 import whileai as wai
 import whileai_judges.plugin
 import whileai_markers.plugin
+import whileai_openai.plugin
 import whileai_strategies.plugin
 import whileai_worlds.plugin
+from whileai import hookimpl
 from whileai.backends import Completion, ToolCall
+from whileai_openai.testing import FaultServer, Reply
 
 pytestmark = pytest.mark.plugins
 
@@ -150,3 +153,117 @@ def test_every_simulated_user_step_says_how_the_user_left_it() -> None:
     for row in quit_run.rows:
         assert [s["user_status"] for s in row["steps"] if s["role"] == "user"] == ["gave_up"]
         assert row["stop_reason"] == "gave_up" and row["markers"]["gave_up"] is True
+
+
+class SpyBackends:
+    """``spy:<role>`` is a FakeBackend; every one built is kept, to look at after the run."""
+
+    def __init__(self) -> None:
+        self.built: list[d.FakeBackend] = []
+
+    @hookimpl
+    def whileai_register_backends(self, register: Any) -> None:
+        def spy(role: str = "agent", **options: Any) -> d.FakeBackend:
+            backend = d.FakeBackend(role, **options)
+            self.built.append(backend)
+            return backend
+
+        register("spy", spy)
+
+
+def test_a_run_that_waited_on_rate_limits_says_so_and_closes_its_backends() -> None:
+    spies = SpyBackends()
+    data = run(
+        spies,
+        agent_model="spy:throttled-agent",
+        user_model="spy:user",
+        unique=2,
+        repeats=2,
+        fault_rate=0.0,
+        advanced={"max_concurrency": 5},
+    )
+    agent, user = spies.built
+    # each spec was resolved once, sized to the run's concurrency, and closed at the end
+    assert agent.concurrency == user.concurrency == 5
+    assert agent.closed == user.closed == 1
+    backends = data.report()["backends"]
+    assert backends["spy:throttled-agent"]["roles"] == ["agent"]
+    stats = backends["spy:throttled-agent"]["stats"]
+    assert stats["calls"] == agent.calls and stats["retries"] == agent.calls
+    assert stats["waited_s"] == pytest.approx(0.5 * agent.calls)
+    assert stats["errors"] == {"rate_limited": agent.calls}
+    assert backends["spy:user"]["stats"]["retries"] == 0
+    (sentence,) = [w for w in data.warnings if "rate limits" in w]
+    assert sentence == (
+        f"The agent backend spy:throttled-agent waited {0.5 * agent.calls:.1f} s on rate "
+        f"limits over {agent.calls} retries (rate_limited {agent.calls})."
+    )
+    assert "backend spy:throttled-agent" in str(data.report())
+    assert sum(r["usage"]["retries"] for r in data.rows) == agent.calls
+
+
+def test_one_spec_in_two_roles_is_one_backend_and_a_failed_run_still_closes_it(
+    tmp_path: Any,
+) -> None:
+    spies = SpyBackends()
+    out = tmp_path / "rows.jsonl"
+    run(
+        spies, agent_model="spy:agent", user_model="spy:agent", unique=1, repeats=1, output=str(out)
+    )
+    (shared,) = spies.built
+    assert shared.closed == 1
+    with pytest.raises(FileExistsError):  # the path holds a run and resume was not asked for
+        run(spies, agent_model="spy:agent", user_model="spy:user", unique=1, output=str(out))
+    assert [b.closed for b in spies.built] == [1, 1, 1]
+
+
+class PlainUser:
+    """A backend object the caller built: no stats, and theirs to close."""
+
+    name = "plain-user"
+
+    def __init__(self) -> None:
+        self.inner = d.FakeBackend("user")
+
+    async def complete(
+        self, messages: Any, tools: Any = None, sampling: Any = None, **kw: Any
+    ) -> Any:
+        return await self.inner.complete(messages, tools, sampling, **kw)
+
+    async def aclose(self) -> None:
+        raise AssertionError("the engine closed a backend it did not open")
+
+
+def test_a_backend_you_pass_is_reported_without_counters_and_left_open() -> None:
+    data = run(user_model=PlainUser(), unique=1, repeats=2)
+    backends = data.report()["backends"]
+    assert backends["plain-user"] == {"roles": ["user"], "stats": None}
+    assert backends["fake:agent"]["stats"]["calls"] > 0
+    assert not any("did not close" in w for w in data.warnings)
+
+
+def test_an_endpoint_answering_429_then_ok_gives_good_rows_and_a_report_that_says_it_waited() -> (
+    None
+):
+    with FaultServer() as server:
+        server.push(Reply.rate_limited(retry_after=0.2), Reply.rate_limited(retry_after=0.2))
+        data = run(
+            whileai_openai.plugin,
+            agent_model=server.url,
+            unique=2,
+            repeats=1,
+            max_turns=1,
+            fault_rate=0.0,
+        )
+        chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert all(not r.get("error") for r in data.rows)
+    assert all(r["final_text"].startswith("echo:") for r in data.rows)
+    # two 429s were waited out: two more requests than rows
+    assert len(chats) == len(data.rows) + 2
+    stats = data.report()["backends"][server.url]["stats"]
+    assert stats["retries"] == 2 and stats["rate_limited"] == 2
+    assert stats["errors"] == {"rate_limited": 2} and stats["waited_s"] >= 0.2
+    (sentence,) = [w for w in data.warnings if "rate limits" in w]
+    assert sentence.startswith(f"The agent backend {server.url} waited ")
+    assert "on rate limits over 2 retries" in sentence
+    assert sum(r["usage"]["retries"] for r in data.rows) == 2

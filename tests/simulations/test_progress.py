@@ -28,3 +28,13 @@ def test_progress_is_silent_off_a_terminal() -> None:
         progress.advance()
         progress.advance()
     assert log.getvalue() == "" and progress.done == 2
+
+
+def test_progress_shows_the_backends_retries_before_any_rollout_finishes() -> None:
+    screen = Terminal()
+    with RunProgress(4, stream=screen) as progress:
+        progress.backend_retries(7)  # calls still waiting on Retry-After
+        assert progress.retries == 7
+        progress.advance(retries=2)  # a finished rollout's retries are among those seven
+        assert progress.retries == 7
+    assert "retries 7" in screen.getvalue()

@@ -77,6 +77,10 @@ class RunReport(Report):
     output: str | None
     warnings: list[str]
     degraded: list[str]
+    #: per backend (by spec): the roles it served and what it did this run (calls, retries,
+    #: waits, waited_s, rate_limited, errors and failures by kind); stats None when the
+    #: backend keeps no counters
+    backends: dict[str, Any] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
 
     def _lines(self) -> list[str]:
@@ -99,6 +103,11 @@ class RunReport(Report):
                 ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none",
             ],
             ["errors / retries", f"{self.n_errors} / {self.retries}"],
+            *(
+                [f"backend {label}", _backend_line(entry)]
+                for label, entry in self.backends.items()
+                if entry.get("stats")
+            ),
             ["graded", f"{self.n_graded} of {self.n_traces}"],
         ]
         lines = [f"  {name:<34}{value}" for name, value in rows]
@@ -112,6 +121,18 @@ class RunReport(Report):
             lines.append(f"  rows: {self.output}")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return lines
+
+
+def _backend_line(entry: Mapping[str, Any]) -> str:
+    stats = entry["stats"]
+    line = (
+        f"{' + '.join(entry['roles'])}: {stats.get('calls', 0)} calls, "
+        f"{stats.get('retries', 0)} retries, waited {stats.get('waited_s', 0.0):.1f} s"
+    )
+    errors = stats.get("errors") or {}
+    if errors:
+        line += "; " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
+    return line
 
 
 class Simulation:

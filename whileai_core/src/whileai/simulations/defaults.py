@@ -155,8 +155,9 @@ class RunKnobs:
     )
 
     # -- engine internals ---------------------------------------------------------------
-    # Rollouts in flight at once. 16 keeps two cores busy with the embedded model off the
-    # event loop while an HTTP endpoint sees a modest queue; convention, untested.
+    # Rollouts in flight at once, and the concurrency= each backend resolved from a spec is
+    # built with (its connection pool). 16 keeps two cores busy with the embedded model off
+    # the event loop while an HTTP endpoint sees a modest queue; convention, untested.
     max_concurrency: int = _knob(16, 1, 4096)
     # Tool-call rounds the agent may take inside one turn before it must answer; tool loops
     # in small models otherwise never end. Convention, untested.

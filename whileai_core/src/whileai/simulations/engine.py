@@ -23,6 +23,15 @@ from whileai.backends import (
 )
 from whileai.grading import Verdict
 from whileai.plugins import Registry, get_registry, notify
+from whileai.simulations.backend_use import (
+    RunBackend,
+    add_backend,
+    close_backends,
+    retries_so_far,
+    snapshot,
+    usage_report,
+    wait_warnings,
+)
 from whileai.simulations.data import Simulation, _run_sync
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.grader import Grader, MarkerSet, resolve_grader, world_grader
@@ -196,6 +205,7 @@ async def _run_once(
     world: World,
     resolved: ResolvedModels,
     graders: _Graders,
+    backends: list[RunBackend],
     plans: list[PlannedSituation] | None,
     output: str | None,
     replayed_from: str | None,
@@ -349,6 +359,7 @@ async def _run_once(
         "advanced": dict(advanced),
         "knobs": knobs.as_dict(),
         "model_notes": list(resolved.notes) + graders.notes,
+        "backends": {},
     }
     system_prompts = {sha: params.system_prompt}
 
@@ -386,6 +397,10 @@ async def _run_once(
     )
     for _ in existing:
         progress.done += 1
+    before = snapshot(backends)
+    watcher = asyncio.ensure_future(
+        _watch_retries(progress, backends, before, 1.0 / knobs.progress_refresh_per_second)
+    )
     try:
         with progress:
             await _execute(jobs, ctx, state, knobs, grader, llm_grader, markers)
@@ -396,9 +411,15 @@ async def _run_once(
                     progress.grow(len(extra))
                     metadata["planned_rollouts"] = state.total
                     await _execute(extra, ctx, state, knobs, grader, llm_grader, markers)
+            progress.backend_retries(retries_so_far(backends, before))
     finally:
+        watcher.cancel()
         if row_writer is not None:
             row_writer.close()
+    usage = usage_report(backends, before)
+    report_fields["backends"] = usage
+    for sentence in wait_warnings(usage):
+        _warn_once(warnings, sentence[0].upper() + sentence[1:] + ".")
     data = simulation(_in_plan_order(state.trajectories))
     if output is not None:
         write_sidecar(sidecar_path(output), data.sidecar(complete=True))
@@ -407,6 +428,19 @@ async def _run_once(
     ):
         _warn_once(warnings, warning)
     return data, plans
+
+
+async def _watch_retries(
+    progress: RunProgress,
+    backends: list[RunBackend],
+    before: Mapping[int, Any],
+    interval: float,
+) -> None:
+    """Keep the progress line's retry count current while rollouts wait on a backend, so a
+    run held up by rate limits shows it before any of its rollouts finishes."""
+    while True:
+        await asyncio.sleep(interval)
+        progress.backend_retries(retries_so_far(backends, before))
 
 
 def _extra_jobs(
@@ -491,27 +525,41 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
     params = resolve_params(given)
     knobs = RunKnobs.from_advanced(advanced)
     world = registry.resolve("world", knobs.world)
-    resolved = resolve_models(params, registry)
-    graders = _resolve_graders(params, registry, resolved)
+    resolved = resolve_models(params, registry, concurrency=knobs.max_concurrency)
+    backends = list(resolved.backends)
     results: list[Simulation] = []
-    plans: list[PlannedSituation] | None = None
-    first_run: str | None = None
-    for run in range(params.runs):
-        data, plans = await _run_once(
-            params,
-            knobs,
-            dict(advanced or {}),
-            registry,
-            world,
-            resolved,
-            graders,
-            plans,
-            _run_output(params.output, run, params.runs),
-            first_run,
-        )
-        if first_run is None:
-            first_run = data.metadata["run_id"]
-        results.append(data)
+    try:
+        graders = _resolve_graders(params, registry, resolved)
+        for grader in (graders.grader, graders.llm_grader):
+            if grader is not None and grader.backend is not None:
+                label = str(resolved.judge_spec or getattr(grader.backend, "name", "judge"))
+                add_backend(backends, label, grader.backend, "judge", opened=True)
+        plans: list[PlannedSituation] | None = None
+        first_run: str | None = None
+        for run in range(params.runs):
+            data, plans = await _run_once(
+                params,
+                knobs,
+                dict(advanced or {}),
+                registry,
+                world,
+                resolved,
+                graders,
+                backends,
+                plans,
+                _run_output(params.output, run, params.runs),
+                first_run,
+            )
+            if first_run is None:
+                first_run = data.metadata["run_id"]
+            results.append(data)
+    finally:
+        # Closed also when the run fails: an HTTP backend's connections, a local model's
+        # worker threads.
+        problems = await close_backends(backends)
+    for data in results:
+        for problem in problems:
+            _warn_once(data.warnings, problem)
     return results[0] if params.runs == 1 else results
 
 

@@ -20,8 +20,10 @@ from whileai.backends import (
     resolve_backend,
 )
 from whileai.plugins import Registry
+from whileai.simulations.backend_use import RunBackend, add_backend
 from whileai.simulations.params import RunParams, is_callable_agent
 from whileai.simulations.rollout import Models
+from whileai.simulations.signatures import accepted
 
 TEMPLATE_WRITER = "template"
 SEED_WRITER = "seed"
@@ -95,18 +97,44 @@ class ResolvedModels:
     #: ``judge="rubric"``); None when the run grades without a model judge
     judge_spec: str | None = None
     judge_why: str = ""
+    #: every distinct backend the run calls, with its roles (the report reads their stats;
+    #: the engine closes the ones it opened)
+    backends: list[RunBackend] = attrs.field(factory=list)
 
 
 def _label(spec: Any, backend: Backend) -> str:
     return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
 
 
-def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
+def resolve_models(
+    params: RunParams, registry: Registry, *, concurrency: int | None = None
+) -> ResolvedModels:
     """Resolve agent, user and writer; say which defaults applied and whether one model
-    is doing several jobs."""
+    is doing several jobs.
+
+    A spec is resolved once per run: roles given the same spec share one backend (one
+    connection pool, one set of counters). A backend factory that takes ``concurrency=`` is
+    given the run's ``max_concurrency``, so its connection pool matches the rollouts in
+    flight."""
     notes: list[str] = []
     warnings: list[str] = []
     embedded_roles: list[str] = []
+    backends: list[RunBackend] = []
+    by_spec: dict[str, Backend] = {}
+
+    def open_backend(spec: Any, role: str) -> Backend:
+        if not isinstance(spec, str):
+            given = resolve_backend(spec, role=role, registry=registry)
+            add_backend(backends, _label(spec, given), given, role, opened=False)
+            return given
+        if spec not in by_spec:
+            entry, _ = registry.lookup("backend", spec)
+            options = {} if concurrency is None else {"concurrency": concurrency}
+            by_spec[spec] = resolve_backend(
+                spec, role=role, registry=registry, **accepted(entry.factory, options)
+            )
+        add_backend(backends, spec, by_spec[spec], role, opened=True)
+        return by_spec[spec]
 
     def pick(given: Any, role: str) -> tuple[Any, bool]:
         if given is not None:
@@ -123,11 +151,11 @@ def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
         agent_callable = True
     else:
         agent_spec, _ = pick(params.agent_model, "agent")
-        agent = resolve_backend(agent_spec, role="agent", registry=registry)
+        agent = open_backend(agent_spec, "agent")
         agent_label = _label(agent_spec, agent)
         agent_callable = False
     user_spec, _ = pick(params.user_model, "user")
-    user = resolve_backend(user_spec, role="user", registry=registry)
+    user = open_backend(user_spec, "user")
     user_label = _label(user_spec, user)
 
     simulator = params.simulator
@@ -143,10 +171,10 @@ def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
             )
         else:
             notes.append(f"simulator: {spec} ({why})")
-            backend = resolve_backend(spec, role="simulator", registry=registry)
+            backend = open_backend(spec, "simulator")
             writer = Writer(_label(spec, backend), backend)
     else:
-        backend = resolve_backend(simulator, role="simulator", registry=registry)
+        backend = open_backend(simulator, "simulator")
         writer = Writer(_label(simulator, backend), backend)
 
     # The judge role's model, for a judge named without one; the run notes it once a judge
@@ -186,4 +214,5 @@ def resolve_models(params: RunParams, registry: Registry) -> ResolvedModels:
         simulator=writer.label,
         judge_spec=judge_spec,
         judge_why=judge_why,
+        backends=backends,
     )

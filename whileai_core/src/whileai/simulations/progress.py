@@ -34,7 +34,10 @@ class RunProgress:
         self.enabled = out.isatty() if enabled is None else enabled
         self.total = total
         self.done = 0
+        #: retries shown: the larger of the finished rollouts' count and the backends' own
         self.retries = 0
+        self._row_retries = 0
+        self._backend_retries = 0
         self.errors = 0
         self._progress: Progress | None = None
         self._task: Any = None
@@ -65,9 +68,21 @@ class RunProgress:
         if self._progress is not None:
             self._progress.stop()
 
+    def backend_retries(self, retries: int) -> None:
+        """The retries the run's backends report so far (their ``stats``), which count calls
+        still waiting and calls that failed, not only the finished rollouts' retries."""
+        self._backend_retries = max(self._backend_retries, retries)
+        shown = max(self._row_retries, self._backend_retries)
+        if shown == self.retries:
+            return
+        self.retries = shown
+        if self._progress is not None:
+            self._progress.update(self._task, retries=self.retries)
+
     def advance(self, *, retries: int = 0, error: bool = False, resumed: bool = False) -> None:
         self.done += 1
-        self.retries += retries
+        self._row_retries += retries
+        self.retries = max(self._row_retries, self._backend_retries)
         self.errors += int(error)
         if self._progress is None:
             return
