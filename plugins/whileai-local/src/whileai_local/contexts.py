@@ -3,10 +3,12 @@
 A ``Llama`` object holds a llama.cpp context, which is not thread-safe, and loading one costs
 about 0.2 s and some memory. So each process keeps one pool of contexts per
 (model file, ``logits_all``, ``chat_format``, ``n_ctx``): those are constructor options of
-``Llama`` that no call can change. This module-level cache is deliberately the one piece of
-process-wide state in the plugin: every backend resolved for the same model in a process (the
-agent, the simulated user, the writer, each eval pass) shares the loaded weights instead of
-loading them again, and the pool is what keeps two threads off one context.
+``Llama`` that no call can change. This module-level cache is deliberately process-wide state:
+every backend resolved for the same model in a process (the agent, the simulated user, the
+writer, each eval pass) shares the loaded weights instead of loading them again, and the pool
+is what keeps two threads off one context. The only other process-wide state is
+``STD_STREAMS_LOCK`` (below), which guards the process's stdout and stderr, themselves
+process-wide.
 
 A pool holds up to ``size`` contexts, each running llama.cpp on one thread. On 2 cores, two
 contexts of one thread each generated 110 tokens/s where one context with two threads generated
@@ -16,6 +18,7 @@ per core and the backend runs as many generations side by side.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import queue
@@ -65,7 +68,7 @@ class ContextPool:
         return self._created
 
     def _new(self) -> Any:
-        with _LOAD_LOCK:
+        with STD_STREAMS_LOCK:
             return llama_class()(
                 model_path=str(self.key.path),
                 n_ctx=self.key.n_ctx,
@@ -99,6 +102,24 @@ class ContextPool:
                 self._idle.put(llama)
         finally:
             self._free.release()
+
+    def close_idle(self) -> int:
+        """Free every context not lent out now; returns how many were freed.
+
+        Called at interpreter exit: a ``Llama`` left to its ``__del__`` during shutdown may
+        find llama_cpp's module globals already torn down and print "Exception ignored in
+        Llama.__del__ ... 'NoneType' object is not callable" on stderr.
+        """
+        closed = 0
+        while True:
+            try:
+                llama = self._idle.get_nowait()
+            except queue.Empty:
+                return closed
+            llama.close()  # frees memory only; llama.cpp prints nothing here
+            with self._lock:
+                self._created -= 1
+            closed += 1
 
 
 @functools.cache
@@ -135,12 +156,18 @@ def llama_class() -> type:
     return RecordingLlama
 
 
-#: Loading a model is serialised across the process. With ``verbose=False`` llama-cpp-python
-#: silences llama.cpp's load-time output by pointing the process's stdout and stderr file
-#: descriptors at /dev/null and back; two loads in two threads interleave that save and
-#: restore, and stdout stays on /dev/null for the rest of the process (seen: a script printed
-#: nothing after its first concurrent batch). A load takes 0.2 s and happens once per context.
-_LOAD_LOCK = threading.Lock()
+#: Held around every llama-cpp-python call that may silence llama.cpp: with ``verbose=False``
+#: its ``suppress_stdout_stderr`` points the process's file descriptors 1 and 2 (and
+#: ``sys.stdout``/``sys.stderr``) at /dev/null and restores them afterwards. Two such calls in
+#: two threads interleave the save and restore, and stdout stays on /dev/null for the rest of
+#: the process (seen: a script printed nothing after its first concurrent batch). Because the
+#: streams belong to the process, the lock guarding them must too: it is the one lock in the
+#: plugin that is not per pool. In llama-cpp-python 0.3.36 the calls our backend makes that
+#: redirect are context loads (``Llama(...)``, which also initialises the llama.cpp backend once)
+#: and nothing else: grammars are built in Python and the ``chatml-function-calling`` handler
+#: does not redirect (tests/test_std_streams.py checks every redirect happens under this lock,
+#: so an upgrade that adds one elsewhere fails there). A load takes 0.2 s, once per context.
+STD_STREAMS_LOCK = threading.Lock()
 
 _POOLS: dict[ContextKey, ContextPool] = {}
 _POOLS_LOCK = threading.Lock()
@@ -156,5 +183,16 @@ def context_pool(key: ContextKey, size: int | None = None) -> ContextPool:
         pool = _POOLS.get(key)
         if pool is None:
             pool = ContextPool(key, default_pool_size() if size is None else size)
+            if not _POOLS:
+                atexit.register(close_idle_contexts)
             _POOLS[key] = pool
         return pool
+
+
+def close_idle_contexts() -> int:
+    """Free every cached context not in use (registered to run at interpreter exit, after the
+    worker threads have been joined); returns how many were freed. A pool loads again on next
+    use."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+    return sum(pool.close_idle() for pool in pools)
