@@ -173,6 +173,8 @@ def test_a_failing_backend_or_tool_becomes_a_row_with_its_error() -> None:
     assert failed and len(failed) < len(data.rows)
     assert all("503" in r["error"] and r["reward"] is None for r in failed)
     assert all(r["judge_status"] == "skipped" for r in failed)
+    # the three retries the backend made before giving up count on the failed row
+    assert all(r["usage"]["retries"] >= 3 for r in failed)
     assert data.report()["n_errors"] == len(failed)
 
     def caller(messages: list[dict[str, Any]], tools: Any) -> Any:

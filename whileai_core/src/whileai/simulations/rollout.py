@@ -305,7 +305,13 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
             if done or gave_up:
                 stop_reason = "satisfied" if done else "gave_up"
                 break
-    except (BackendError, ToolRaised) as exc:
+    except BackendError as exc:
+        # the retries and waits of a call that failed for good count on the row too
+        tally.retries += exc.retries
+        tally.waited_s += exc.waited_s
+        error = f"{type(exc).__name__}: {exc}"
+        stop_reason = "error"
+    except ToolRaised as exc:
         error = f"{type(exc).__name__}: {exc}"
         stop_reason = "error"
     except Exception as exc:  # the user's own agent callable, a malformed completion
