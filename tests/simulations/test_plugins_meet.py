@@ -267,3 +267,11 @@ def test_an_endpoint_answering_429_then_ok_gives_good_rows_and_a_report_that_say
     assert sentence.startswith(f"The agent backend {server.url} waited ")
     assert "on rate limits over 2 retries" in sentence
     assert sum(r["usage"]["retries"] for r in data.rows) == 2
+
+
+def test_a_backend_opened_before_another_role_failed_to_resolve_is_closed() -> None:
+    spies = SpyBackends()
+    with pytest.raises(wai.plugins.UnknownPluginError):
+        run(spies, agent_model="spy:agent", user_model="nosuch:user", unique=1)
+    (agent,) = spies.built
+    assert agent.closed == 1

@@ -525,10 +525,12 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
     params = resolve_params(given)
     knobs = RunKnobs.from_advanced(advanced)
     world = registry.resolve("world", knobs.world)
-    resolved = resolve_models(params, registry, concurrency=knobs.max_concurrency)
-    backends = list(resolved.backends)
+    backends: list[RunBackend] = []
     results: list[Simulation] = []
     try:
+        resolved = resolve_models(
+            params, registry, concurrency=knobs.max_concurrency, backends=backends
+        )
         graders = _resolve_graders(params, registry, resolved)
         for grader in (graders.grader, graders.llm_grader):
             if grader is not None and grader.backend is not None:

@@ -107,7 +107,11 @@ def _label(spec: Any, backend: Backend) -> str:
 
 
 def resolve_models(
-    params: RunParams, registry: Registry, *, concurrency: int | None = None
+    params: RunParams,
+    registry: Registry,
+    *,
+    concurrency: int | None = None,
+    backends: list[RunBackend] | None = None,
 ) -> ResolvedModels:
     """Resolve agent, user and writer; say which defaults applied and whether one model
     is doing several jobs.
@@ -115,11 +119,12 @@ def resolve_models(
     A spec is resolved once per run: roles given the same spec share one backend (one
     connection pool, one set of counters). A backend factory that takes ``concurrency=`` is
     given the run's ``max_concurrency``, so its connection pool matches the rollouts in
-    flight."""
+    flight. Each backend is added to ``backends`` as soon as it is built, so a caller that
+    passes the list can close what was opened even when a later role fails to resolve."""
     notes: list[str] = []
     warnings: list[str] = []
     embedded_roles: list[str] = []
-    backends: list[RunBackend] = []
+    backends = [] if backends is None else backends
     by_spec: dict[str, Backend] = {}
 
     def open_backend(spec: Any, role: str) -> Backend:
