@@ -275,3 +275,15 @@ def test_a_backend_opened_before_another_role_failed_to_resolve_is_closed() -> N
         run(spies, agent_model="spy:agent", user_model="nosuch:user", unique=1)
     (agent,) = spies.built
     assert agent.closed == 1
+
+
+def test_grading_a_run_later_with_a_rubric_judge_closes_the_judge_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spies = SpyBackends()
+    monkeypatch.setenv("WHILEAI_JUDGE", "spy:judge")
+    data = run(spies, whileai_judges.plugin, unique=1, repeats=2)
+    graded = data.grade("rubric")
+    (judge,) = [b for b in spies.built if b.role == "judge"]
+    assert judge.calls == 2 and judge.closed == 1
+    assert all(r["judge_status"] == "ok" for r in graded.rows)

@@ -225,12 +225,20 @@ class Simulation:
         import asyncio
 
         from whileai.plugins import get_registry
+        from whileai.simulations.backend_use import RunBackend, close_backends
         from whileai.simulations.grader import resolve_grader
 
         grader = resolve_grader(judge, get_registry(registry or self._registry))
 
         async def grade_all() -> list[dict[str, Any]]:
-            return list(await asyncio.gather(*(grader.grade(t) for t in self.trajectories)))
+            try:
+                return list(await asyncio.gather(*(grader.grade(t) for t in self.trajectories)))
+            finally:
+                if isinstance(judge, str) and grader.backend is not None:
+                    # the judge built its backend from a spec for this call: close it here
+                    await close_backends(
+                        [RunBackend(grader.name, grader.backend, ["judge"], opened=True)]
+                    )
 
         graded = _run_sync(grade_all())
         fields = dict(self._report_fields)
