@@ -407,7 +407,9 @@ class OpenAICompatibleBackend:
         if status >= 400:
             retry_after = parse_retry_after(answer.retry_after)
             kind = "rate_limited" if status == 429 else f"http_{status}"
-            excerpt = answer.text[:_BODY_EXCERPT].strip()
+            # redacted before the cut: a key the cut went through would otherwise survive
+            # as its first half, which no later replace of the whole key can find
+            excerpt = self._redact(answer.text)[:_BODY_EXCERPT].strip()
             message = f"{where} answered HTTP {status}" + (f": {excerpt}" if excerpt else "")
             return _Failure(kind, message, is_retryable_status(status), retry_after)
         try:
@@ -416,7 +418,7 @@ class OpenAICompatibleBackend:
             return _Failure(
                 "malformed",
                 f"{where} answered HTTP {status} with a body that is not JSON: "
-                f"{answer.text[:_BODY_EXCERPT]!r}",
+                f"{self._redact(answer.text)[:_BODY_EXCERPT]!r}",
                 retryable=False,
             )
 
