@@ -281,6 +281,22 @@ class DoublesPlugin:
         register("n_steps", lambda: lambda row: len(row["steps"]))
 
 
+class SpyBackends:
+    """``spy:<role>`` is a FakeBackend; every one built is kept, to look at after the run."""
+
+    def __init__(self) -> None:
+        self.built: list[FakeBackend] = []
+
+    @hookimpl
+    def whileai_register_backends(self, register: Any) -> None:
+        def spy(role: str = "agent", **options: Any) -> FakeBackend:
+            backend = FakeBackend(role, **options)
+            self.built.append(backend)
+            return backend
+
+        register("spy", spy)
+
+
 class Observer:
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []

@@ -413,3 +413,10 @@ def test_simulate_works_inside_a_running_event_loop_and_asimulate_awaits() -> No
     blocking, awaited = asyncio.run(notebook_cell())
     assert len(blocking.rows) == len(awaited.rows) == 2
     assert [r["prompt"] for r in blocking.rows] == [r["prompt"] for r in awaited.rows]
+
+
+def test_a_strategy_without_hard_share_still_gets_the_engine_share() -> None:
+    data = run(unique=8, repeats=1, strategy="alternate", hard_share=0.25)
+    hard = [r for r in data.rows if r["scenario_dimensions"]["difficulty"] == "hard"]
+    assert len(hard) == 2
+    assert [r["arm"] for r in data.rows] == list("abababab")
