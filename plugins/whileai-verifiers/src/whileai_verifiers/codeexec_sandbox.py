@@ -157,6 +157,26 @@ def kill_leftovers(*, uid: int | None, session: int, spare: int) -> int:
     return len(killed)
 
 
+def _live(uid: int | None, session: int) -> bool:
+    return any(
+        state not in ("Z", "X") and ((uid is not None and owner == uid) or sid == session)
+        for _, state, owner, sid in _process_table()
+    )
+
+
+def await_exit(*, uid: int | None, session: int, timeout: float = 1.0) -> int:
+    """Wait until every process of the run has gone (the init closes the result pipe a moment
+    before it exits itself), then sweep whatever is still there; returns how many were killed.
+
+    Without this, ``verify`` could return while the run's init was still on its way out."""
+    deadline = time.monotonic() + timeout
+    while _live(uid, session):
+        if time.monotonic() >= deadline:
+            return kill_leftovers(uid=uid, session=session, spare=-1)
+        time.sleep(0.0005)
+    return 0
+
+
 def _remove(workdir: str) -> None:
     def make_writable(function: Any, path: str, excinfo: Any) -> None:
         with contextlib.suppress(OSError):
@@ -362,6 +382,8 @@ def run_sandboxed(
         if timed_out or not _contained(_parse_record(bytes(result.data), nonce)):
             leftovers = kill_leftovers(uid=uid, session=pid, spare=-1)
             _pump(streams, result_read, time.monotonic() + 1.0)
+        else:
+            leftovers = await_exit(uid=uid, session=pid)
         # Everything that could write is dead now: take what is left in the pipes.
         _drain(streams)
     except OSError as exc:
