@@ -420,3 +420,16 @@ def test_a_strategy_without_hard_share_still_gets_the_engine_share() -> None:
     hard = [r for r in data.rows if r["scenario_dimensions"]["difficulty"] == "hard"]
     assert len(hard) == 2
     assert [r["arm"] for r in data.rows] == list("abababab")
+
+
+def test_a_run_planned_by_an_older_engine_is_not_resumed_with_other_situations(
+    tmp_path: Any,
+) -> None:
+    out = tmp_path / "run.jsonl"
+    run(unique=2, repeats=1, phrasings=2, output=str(out))
+    sidecar = out.with_suffix(".meta.json")
+    meta = json.loads(sidecar.read_text())
+    del meta["metadata"]["resume_plan"]["plan_version"]  # as a sidecar from before it existed
+    sidecar.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="plan_version: saved None, now 2"):
+        run(unique=2, repeats=1, phrasings=2, output=str(out), resume=True)

@@ -64,6 +64,9 @@ from whileai.simulations.rollout import Job, RolloutContext, run_rollout
 from whileai.simulations.schema import prompt_hash
 from whileai.worlds import FaultPlan, World
 
+#: Bumped whenever the same parameters would plan different situations or seeds.
+PLAN_VERSION = 2
+
 # -- one run ----------------------------------------------------------------------------
 
 
@@ -179,6 +182,9 @@ def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def _resume_plan(params: RunParams, knobs: RunKnobs, world: World, sha: str) -> dict[str, Any]:
     """What must match between a run and the run resuming it."""
     return {
+        # How situations are drawn from the seed: 2 since phrasings of a situation share its
+        # seed. A run started under another version would resume with other situations.
+        "plan_version": PLAN_VERSION,
         "seed": params.seed,
         "unique_situations": params.unique_situations,
         "requests_per_situation": params.requests_per_situation,
