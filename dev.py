@@ -40,10 +40,22 @@ def uv() -> Path:
     return exe
 
 
-def sync() -> None:
+def sync(*groups: str) -> None:
     # In CI the lock file must already agree with the pyproject files; locally it is refreshed.
     locked = ["--locked"] if os.environ.get("CI") else []
-    run(uv(), "sync", "--all-packages", *locked, "--python", sys.executable)
+    args = ["sync", "--all-packages", *locked, *[f"--group={g}" for g in groups]]
+    args += ["--python", sys.executable]
+    # Offline first: online, uv re-validates llama-cpp-python's source archive with the index,
+    # which here yields a new cache revision each time and so a fresh 5-minute compile. Offline
+    # it trusts the cached archive and the wheel already built from it. A cold cache or a new
+    # dependency makes the offline attempt fail, and the online sync below does the work.
+    offline = subprocess.run(
+        [str(uv()), *args, "--offline"], cwd=ROOT, capture_output=True, text=True
+    )
+    if offline.returncode == 0:
+        print(f"+ uv {' '.join(args)} --offline (from the cache)", flush=True)
+        return
+    run(uv(), *args)
 
 
 def bin_(name: str) -> Path:
@@ -95,7 +107,7 @@ def bench(extra: list[str]) -> None:
         names = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py"))
         print("benchmarks:", ", ".join(names) or "(none)")
         return
-    run(uv(), "sync", "--all-packages", "--group", "bench", "--python", sys.executable)
+    sync("bench")
     # lm-evaluation-harness's 13-gram Janitor is pure Python, but the package pulls in torch:
     # take the package alone, the way the decontamination benchmark imports it.
     run(uv(), "pip", "install", "-q", "--python", bin_("python"), "--no-deps", "lm-eval==0.4.13")
