@@ -196,12 +196,34 @@ def _arm_of(plan: Plan, spec: Mapping[str, Any], named: Any) -> Any:
 
 
 @attrs.frozen
-class Grid:
-    """Balanced, deterministic coverage of the cartesian product of the dimensions."""
+class _PlannedStrategy:
+    """What both strategies are configured with: which dimension names the arms, and which
+    dimension and value count as hard."""
 
     arm_dimension: str | None = None
     hard_dimension: str = "difficulty"
     hard_value: Any = "hard"
+
+    def _plan(
+        self,
+        dimensions: Mapping[str, Sequence[Any]],
+        arm_weights: Mapping[Any, float] | None,
+        hard_share: float | None,
+    ) -> Plan:
+        return make_plan(
+            dimensions,
+            arm_weights,
+            hard_share,
+            arm_dimension=self.arm_dimension,
+            hard_dimension=self.hard_dimension,
+            hard_value=self.hard_value,
+        )
+
+
+@attrs.frozen
+class Grid(_PlannedStrategy):
+    """Balanced, deterministic coverage of the cartesian product of the dimensions."""
+
     name: str = "grid"
     version: str = "1"
 
@@ -215,14 +237,7 @@ class Grid:
         hard_share: float | None = None,
     ) -> list[dict[str, Any]]:
         n = _check_n(n)
-        plan = make_plan(
-            dimensions,
-            arm_weights,
-            hard_share,
-            arm_dimension=self.arm_dimension,
-            hard_dimension=self.hard_dimension,
-            hard_value=self.hard_value,
-        )
+        plan = self._plan(dimensions, arm_weights, hard_share)
         arm_key = plan.arm_dimension if not plan.named_arms else None
         arms = apportion(plan.arm_weights, n, rng) if plan.arm_weights else {None: n}
         free = plan.free_dimensions
@@ -262,12 +277,9 @@ class Grid:
 
 
 @attrs.frozen
-class RandomDraws:
+class RandomDraws(_PlannedStrategy):
     """Independent draws: arms by weight, difficulty by hard_share, the rest uniform."""
 
-    arm_dimension: str | None = None
-    hard_dimension: str = "difficulty"
-    hard_value: Any = "hard"
     name: str = "random"
     version: str = "1"
 
@@ -281,14 +293,7 @@ class RandomDraws:
         hard_share: float | None = None,
     ) -> list[dict[str, Any]]:
         n = _check_n(n)
-        plan = make_plan(
-            dimensions,
-            arm_weights,
-            hard_share,
-            arm_dimension=self.arm_dimension,
-            hard_dimension=self.hard_dimension,
-            hard_value=self.hard_value,
-        )
+        plan = self._plan(dimensions, arm_weights, hard_share)
         arms = list(plan.arm_weights)
         arm_w = [plan.arm_weights[a] for a in arms]
         levels = list(plan.difficulty_weights)
