@@ -70,6 +70,8 @@ judgments = st.builds(
     judge_status=st.none() | st.sampled_from(["ok", "error", "skipped"]),
     judge_meta=opt_dict,
     gold_reward=unit,
+    quality=unit,
+    quality_meta=opt_dict,
 )
 markers = st.dictionaries(
     st.text(min_size=1, max_size=6), st.integers(0, 9) | st.floats(0, 5) | st.booleans(), max_size=3

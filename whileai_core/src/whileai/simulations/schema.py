@@ -124,7 +124,12 @@ class Judgment:
     label_source: str | None = _field(_STR, "verifier, judge, given, world, human")
     llm_reward: float | None = _field(_UNIT, "the LLM judge's score when llm_grade=True")
     gold_reward: float | None = _field(_UNIT, "a hand label, for judge_agreement")
-    quality: float | None = _field(_NUM, "wai.rank's quality score")
+    quality: float | None = _field(
+        _UNIT, "wai.rank's quality score in [0, 1] within the task's group; None when not ranked"
+    )
+    quality_meta: dict[str, Any] | None = _field(
+        _OBJ, "how wai.rank scored the row: ranker, model, version, status, comparisons, reason"
+    )
 
 
 @attrs.define(kw_only=True)
@@ -250,7 +255,7 @@ def to_row(
         raise RowError(
             f"{_where(index)}: final_text must be a string, got {type(rollout.final_text).__name__}"
         )
-    for what in ("reward", "llm_reward", "gold_reward"):
+    for what in ("reward", "llm_reward", "gold_reward", "quality"):
         check_reward(getattr(judgment, what), what, index)
     row: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     for record, keys in ((task, TASK_KEYS), (rollout, ROLLOUT_KEYS), (judgment, JUDGMENT_KEYS)):
