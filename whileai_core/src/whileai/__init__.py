@@ -63,6 +63,8 @@ _EXPORTS: dict[str, str] = {
     "staleness_report": "whileai.measure",
     "wilson_interval": "whileai.measure",
     "cohen_kappa": "whileai.measure",
+    # ranking: a quality score within each task's group, reward untouched
+    "rank": "whileai.ranking",
 }
 
 

@@ -43,6 +43,7 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("backend", "url"): "whileai-openai",
     ("backend", "local"): "whileai-local",
     ("judge", "rubric"): "whileai-judges",
+    ("judge", "pairwise"): "whileai-judges",
     ("world", "shop"): "whileai-worlds",
     ("executor", "ray"): "whileai-ray",
 }
