@@ -1,4 +1,4 @@
-"""The LLM rubric judge for whileai."""
+"""The LLM judges for whileai: the rubric judge (a reward) and the pairwise judge (wai.rank)."""
 
 from importlib.metadata import version
 

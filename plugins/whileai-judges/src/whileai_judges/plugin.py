@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
+from whileai_judges.pairwise import make_pairwise_judge
 from whileai_judges.rubric import make_rubric_judge
 
 
@@ -14,4 +15,10 @@ def whileai_register_judges(register: Register) -> None:
         make_rubric_judge,
         aliases=("llm", "llm_rubric"),
         description="an LLM grades a rollout against a rubric, JSON verdict with provenance",
+    )
+    register(
+        "pairwise",
+        make_pairwise_judge,
+        aliases=("llm_pairwise",),
+        description="an LLM picks the better of two replies, asked in both orders (wai.rank)",
     )
