@@ -21,7 +21,7 @@ from whileai_openai.testing.fault_server import DEFAULT_MODEL
 
 HELLO = [{"role": "user", "content": "hello"}]
 #: Both ways the backend can move bytes must classify faults the same way.
-TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+TRANSPORTS = pytest.mark.parametrize("transport", ["httptools", "aiohttp", "httpx"])
 
 
 def run(backend: OpenAICompatibleBackend, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -228,7 +228,7 @@ def test_a_backend_serves_successive_event_loops(
     assert backend.stats.succeeded == 2
 
 
-@TRANSPORTS
+@pytest.mark.parametrize("transport", ["auto", "aiohttp", "httpx"])
 def test_the_environment_proxy_is_used(
     registry: Registry,
     fault_server: FaultServer,
@@ -252,3 +252,21 @@ def test_the_environment_proxy_is_used(
     reply: Completion = run(backend, lambda: backend.complete(HELLO))
     assert reply.text == "echo: hello"
     assert fault_server.requests[-1].headers["host"] == "upstream.invalid:8000"
+
+
+def test_httptools_asked_for_by_name_refuses_a_proxied_endpoint(
+    registry: Registry, fault_server: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It speaks no proxy protocol: going around the proxy the environment names would be a
+    # silent change of route, so it says so instead.
+    monkeypatch.setenv("HTTP_PROXY", fault_server.url.removesuffix("/v1"))
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    backend = registry.resolve(
+        "backend",
+        f"vllm:{DEFAULT_MODEL}@http://upstream.invalid:8000/v1",
+        environ={},
+        transport="httptools",
+    )
+    with pytest.raises(ValueError, match=r"transport='httptools' does not speak proxies.*auto"):
+        run(backend, lambda: backend.complete(HELLO))

@@ -1,14 +1,17 @@
-"""How a backend moves bytes: one HTTP exchange, over aiohttp or httpx.
+"""How a backend moves bytes: one HTTP exchange, over httptools, aiohttp or httpx.
 
-Both give the backend the same thing (status, Retry-After, body) and fail the same way
+All three give the backend the same thing (status, Retry-After, body) and fail the same way
 (:class:`TransportFailure` with kind ``timeout`` or ``connection``), so retries, counters and
 error kinds do not depend on the client underneath. Each belongs to one event loop.
 
-Why two: measured here (a 50 ms stub, 64 in flight), aiohttp costs about 0.2 ms of client CPU
-per request, httpx over httpcore about 0.9 ms even with its connections spread over small pools
-(one pool of 64 cost 6.6 ms: httpcore scans its connections on every request). At hundreds of
-requests in flight the client's CPU is the ceiling, so aiohttp is the default; httpx stays for
-environments that standardise on it.
+Why three: client CPU per request decides how close a run with hundreds of requests in flight
+gets to the server's own speed. Measured here (a 50 ms stub, 256 in flight, a whole backend
+call): about 80 us on ``httptools`` (:mod:`whileai_openai.http1`, keep-alive connections
+parsed by llhttp), about 160 us on aiohttp, and about 900 us on httpx even with its connections
+spread over small pools (one pool of 64 cost 6.6 ms: httpcore scans its connections on every
+request). ``auto``, the default, takes ``httptools`` unless the environment routes the
+endpoint through a proxy, which only aiohttp and httpx speak; httpx stays for environments that
+standardise on it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import attrs
 import httpx
 import yarl
 
-NAMES = ("aiohttp", "httpx")
+NAMES = ("auto", "httptools", "aiohttp", "httpx")
 #: Connections per httpx pool (see the module docstring for why pools are small).
 HTTPX_CONNECTIONS_PER_POOL = 4
 
@@ -71,11 +74,47 @@ class Settings:
 
 
 def make_transport(name: str, settings: Settings) -> Transport:
+    if name == "auto":
+        name = "aiohttp" if env_proxy(settings.base_url) is not None else "httptools"
+    if name == "httptools":
+        routed = env_proxy(settings.base_url)
+        if routed is not None:
+            raise ValueError(
+                f"transport='httptools' does not speak proxies, and the environment routes "
+                f"{settings.base_url} through {_without_credentials(routed[0])}; use "
+                "transport='auto' (the default) or 'aiohttp'"
+            )
+        from whileai_openai.http1 import Http1Transport  # it imports this module's records
+
+        return Http1Transport(
+            settings.base_url,
+            settings.headers,
+            timeout=settings.timeout,
+            connect_timeout=settings.connect_timeout,
+            tls=settings.tls,
+        )
     if name == "aiohttp":
         return AiohttpTransport(settings)
     if name == "httpx":
         return HttpxTransport(settings)
     raise ValueError(f"transport must be one of {NAMES}, got {name!r}")
+
+
+def _without_credentials(url: str) -> str:
+    parts = yarl.URL(url)
+    return str(parts.with_user(None)) if parts.user or parts.password else url
+
+
+def env_proxy(base_url: str) -> tuple[str, aiohttp.BasicAuth | None] | None:
+    """The proxy the environment (``HTTPS_PROXY``, ``NO_PROXY``, ...) routes ``base_url``
+    through, with its credentials; None when it goes direct."""
+    if not base_url:
+        return None
+    try:
+        proxy, auth = aiohttp.helpers.get_env_proxy_for_url(yarl.URL(base_url))
+    except LookupError:
+        return None
+    return str(proxy), auth
 
 
 def _describe(exc: BaseException) -> str:
@@ -106,13 +145,9 @@ class AiohttpTransport:
         )
         self._proxy: str | None = None
         self._proxy_auth: aiohttp.BasicAuth | None = None
-        if settings.base_url:
-            try:
-                proxy, auth = aiohttp.helpers.get_env_proxy_for_url(yarl.URL(settings.base_url))
-            except LookupError:
-                pass
-            else:
-                self._proxy, self._proxy_auth = str(proxy), auth
+        routed = env_proxy(settings.base_url)
+        if routed is not None:
+            self._proxy, self._proxy_auth = routed
 
     async def send(self, method: str, url: str, body: bytes | None, pool: int) -> Exchange:
         try:
