@@ -1,5 +1,5 @@
 """A backend for any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp's
-server, a proxy), over aiohttp or httpx (see :mod:`whileai_openai.transports`).
+server, a proxy), over httptools, aiohttp or httpx (see :mod:`whileai_openai.transports`).
 
 In-flight requests are bounded by ``concurrency`` (slots taken before each request, and a
 connection pool of the same size). Rate limits and server errors are retried with back-off that honours
@@ -119,7 +119,7 @@ class OpenAICompatibleBackend:
         extra_body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         jitter_seed: int | None = None,
-        transport: str = "aiohttp",
+        transport: str = "auto",
     ) -> None:
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -234,15 +234,34 @@ class OpenAICompatibleBackend:
             if not messages:
                 raise ValueError("messages is empty: a chat completion needs at least one")
             state = self._state()
-            model = await self.resolve_model()
-            temperature = (
-                resolved.temperature if resolved.temperature is not None else self.temperature
+            model = self.model or await self.resolve_model()
+            # The slot first, the request body after: callers that start thousands of calls at
+            # once then queue for almost nothing, and the first answers are read on time
+            # instead of after every queued call has built its body.
+            pool = await state.slots.get()
+            try:
+                temperature = (
+                    resolved.temperature if resolved.temperature is not None else self.temperature
+                )
+                max_tokens = (
+                    resolved.max_tokens if resolved.max_tokens is not None else self.max_tokens
+                )
+                body = self._body(
+                    model,
+                    messages,
+                    tools,
+                    resolved,
+                    temperature,
+                    max_tokens,
+                    logprobs,
+                    response_format,
+                )
+            except BaseException:
+                state.slots.put_nowait(pool)
+                raise
+            data, retries, waited = await self._request_json(
+                state, "POST", "/chat/completions", body, held=pool
             )
-            max_tokens = resolved.max_tokens if resolved.max_tokens is not None else self.max_tokens
-            body = self._body(
-                model, messages, tools, resolved, temperature, max_tokens, logprobs, response_format
-            )
-            data, retries, waited = await self._post_json(state, "/chat/completions", body)
             try:
                 completion = read_completion(
                     data,
@@ -328,21 +347,30 @@ class OpenAICompatibleBackend:
         return body
 
     # -- HTTP with retries ----------------------------------------------------------------
-    async def _post_json(
-        self, state: _LoopState, path: str, body: Mapping[str, Any]
-    ) -> tuple[Any, int, float]:
-        return await self._request_json(state, "POST", path, body)
-
     async def _request_json(
-        self, state: _LoopState, method: str, path: str, body: Mapping[str, Any] | None
+        self,
+        state: _LoopState,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        *,
+        held: int | None = None,
     ) -> tuple[Any, int, float]:
-        """The decoded JSON answer, the retries it took and the seconds waited before it."""
+        """The decoded JSON answer, the retries it took and the seconds waited before it.
+
+        ``held`` is a slot the caller already took for the first attempt; this releases it.
+        A retry gives its slot back while it sleeps and queues for one again.
+        """
         retries = 0
         waited = 0.0
         while True:
-            waited += await self._wait_cooldown()
-            pool = await state.slots.get()
+            if held is not None:
+                pool, held = held, None
+            else:
+                pool = await state.slots.get()
             try:
+                # Checked with the slot in hand: a 429 may have arrived while this call queued.
+                waited += await self._wait_cooldown()
                 self.stats.requests += 1
                 outcome = await self._attempt(state.transport, pool, method, path, body)
             finally:
