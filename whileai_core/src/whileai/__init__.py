@@ -39,6 +39,11 @@ _EXPORTS: dict[str, str] = {
     "asimulate": "whileai.simulations.engine",
     "Simulation": "whileai.simulations.data",
     "RunKnobs": "whileai.simulations.defaults",
+    # judging: grade rows, your own versioned judge, a fixed prompt set answered and graded
+    "grade": "whileai.judging",
+    "run_judge": "whileai.judging",
+    "evaluate": "whileai.judging",
+    "ScoredData": "whileai.judging",
     # measurement: pass rates, paired deltas, the noise floor, RL group selection
     "pass_at": "whileai.measure",
     "group_signal": "whileai.measure",

@@ -176,6 +176,15 @@ class Simulation:
 
         return pass_at(self.rows, repeat_policy=self._report_fields["repeat_policy"])
 
+    def agreement(
+        self, gold: Any = None, *, threshold: float = 0.5, field: str = "gold_reward"
+    ) -> Any:
+        """The judge against gold labels (``wai.judge_agreement`` on this run's rows): each
+        row's ``gold_reward``, or a second scoring run passed as ``gold=``."""
+        from whileai.measure.judges import judge_agreement
+
+        return judge_agreement(self.rows, gold, threshold=threshold, field=field)
+
     def report(self) -> RunReport:
         """Every knob as resolved, the counts, the grader, faults, warnings and pass rates."""
         faults: Counter[str] = Counter()
