@@ -1,8 +1,8 @@
 """Measure a model on a public benchmark, offline: 200 GSM8K test questions.
 
 The embedded model (``local:smollm2``) answers every question under two prompt variants, three
-sampled passes each (different seeds, temperature 0.7); MathEqual grades each answer against the
-GSM8K reference through ``wai.rows``. Then the measurements a change of prompt needs before
+sampled passes each (different seeds, temperature 0.7); ``wai.evaluate`` asks the questions and
+MathEqual grades each answer against the GSM8K reference. Then the measurements a change of prompt needs before
 anyone believes it:
 
 - ``wai.pass_at`` for each variant,
@@ -24,7 +24,6 @@ split, MIT), so nothing is downloaded.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
@@ -35,7 +34,7 @@ from typing import Any
 import attrs
 
 import whileai as wai
-from whileai.backends import Backend, Completion, resolve_backend
+from whileai.backends import Backend, resolve_backend
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "gsm8k_test_200.jsonl"
@@ -89,31 +88,6 @@ def load_questions(limit: int, path: Path = QUESTIONS) -> list[Question]:
     return questions
 
 
-async def answer_all(
-    backend: Backend,
-    prompts: Sequence[str],
-    *,
-    seed: int,
-    max_tokens: int,
-    concurrency: int,
-) -> list[Completion]:
-    """Every prompt answered, at most ``concurrency`` calls in flight. Each question gets its
-    own seed derived from the pass seed, so a pass is reproducible and its questions do not
-    share one random stream."""
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(index: int, prompt: str) -> Completion:
-        sampling = {
-            "temperature": TEMPERATURE,
-            "max_tokens": max_tokens,
-            "seed": seed * 100_003 + index,
-        }
-        async with gate:
-            return await backend.complete([{"role": "user", "content": prompt}], sampling=sampling)
-
-    return await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
-
-
 def run_pass(
     backend: Backend,
     questions: Sequence[Question],
@@ -123,25 +97,31 @@ def run_pass(
     max_tokens: int,
     concurrency: int,
 ) -> Pass:
-    prompts = [VARIANTS[variant].format(question=q.question) for q in questions]
+    """Every question answered once under ``seed`` and graded by MathEqual. ``wai.evaluate``
+    gives each answer its own seed, derived from the pass seed and the question, so a pass is
+    reproducible and its questions do not share one random stream."""
     started = time.perf_counter()
-    replies = asyncio.run(
-        answer_all(backend, prompts, seed=seed, max_tokens=max_tokens, concurrency=concurrency)
-    )
-    seconds = time.perf_counter() - started
-    rows = wai.rows(
-        prompts,
-        [reply.text for reply in replies],
-        wai.verify.MathEqual(),
+    scored = wai.evaluate(
+        backend,
+        [VARIANTS[variant].format(question=q.question) for q in questions],
         references=[q.gold for q in questions],
         task_ids=[q.task_id for q in questions],
-        # measured on every answer, so compare and eval_variance report them beside reward
-        markers=[
-            {"output_tokens": reply.output_tokens or 0, "truncated": float(reply.truncated)}
-            for reply in replies
-        ],
+        judge=wai.verify.MathEqual(),
+        repeats=1,
+        sampling={"temperature": TEMPERATURE, "max_tokens": max_tokens},
+        concurrency=concurrency,
+        seed=seed,
     )
-    return Pass(variant, seed, rows, seconds, sum(reply.output_tokens or 0 for reply in replies))
+    seconds = time.perf_counter() - started
+    rows = list(scored.rows)
+    for row in rows:
+        # measured on every answer, so compare and eval_variance report them beside reward
+        row["markers"] = {
+            "output_tokens": (row.get("usage") or {}).get("output_tokens") or 0,
+            "truncated": float(bool(row.get("truncated"))),
+        }
+    tokens = sum(int(row["markers"]["output_tokens"]) for row in rows)
+    return Pass(variant, seed, rows, seconds, tokens)
 
 
 def section(title: str) -> None:
@@ -196,10 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             passes[variant].append(done)
             solved = sum(1 for row in done.rows if row["reward"] == 1)
+            failed = sum(1 for row in done.rows if row.get("error"))
             print(
                 f"  {variant:>12} seed {seed}: {solved}/{len(done.rows)} correct, "
                 f"{done.output_tokens} tokens in {done.seconds:.1f} s "
-                f"({done.output_tokens / done.seconds:.0f} tokens/s)",
+                f"({done.output_tokens / done.seconds:.0f} tokens/s)"
+                + (f", {failed} model calls failed (no reward)" if failed else ""),
                 flush=True,
             )
 
