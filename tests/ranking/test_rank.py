@@ -218,6 +218,7 @@ def test_a_judge_that_always_says_A_is_all_position_bias(registry: Registry) -> 
     assert [r["quality"] for r in report.rows] == pytest.approx([0.5] * 4)
     assert [r["quality_meta"]["ties"] for r in report.rows] == [3] * 4
     assert report.path is None  # a list in memory: nothing written
+    assert any("carry little signal" in note for note in report.notes)
 
 
 def test_a_failed_comparison_is_counted_and_the_rows_rank_on_their_other_pairs(
@@ -243,6 +244,7 @@ def test_a_failed_comparison_is_counted_and_the_rows_rank_on_their_other_pairs(
     assert q[3] is None and q[4] is None
     assert report.n_skipped == 3 and report.skipped == {"every comparison failed": 3}
     assert any("3 of 4 comparisons failed" in note for note in report.notes)
+    assert "first failure" in str(report) and "judge model unreachable" in str(report)
 
 
 def test_a_judge_that_asks_both_orders_itself_is_asked_once_per_pair(registry: Registry) -> None:

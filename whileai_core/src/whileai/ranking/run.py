@@ -47,6 +47,8 @@ METHOD = (
 )
 #: pairs compared at once when the caller does not say
 DEFAULT_CONCURRENCY = 8
+#: a position-bias rate from which on the report warns that the qualities are mostly ties
+HIGH_POSITION_BIAS = 0.5
 #: distinct failure reasons the report keeps (the counts cover all of them)
 MAX_FAILURES_SHOWN = 5
 
@@ -110,6 +112,8 @@ class RankReport(Report):
             ["position bias", bias],
             ["written to", self.path or "nothing written"],
         ]
+        if self.failures:
+            rows.insert(5, ["first failure", self.failures[0]])
         return [f"  {name:<22}{value}" for name, value in rows]
 
 
@@ -486,6 +490,13 @@ def _report(
         notes.append(
             f"{stats['failed_comparisons']} of {stats['comparisons']} comparisons failed; the "
             "rows in them are ranked on their other comparisons (quality_meta.failed counts them)"
+        )
+    bias = stats["position_bias"]
+    if bias is not None and bias >= HIGH_POSITION_BIAS:
+        notes.append(
+            f"the judge changed its verdict when A and B were swapped in {bias:.0%} of pairs; "
+            "those pairs count as ties, so these qualities carry little signal (a stronger "
+            "judge model would separate the rows)"
         )
     if stats["bias_unreported"]:
         notes.append(
