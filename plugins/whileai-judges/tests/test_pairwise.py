@@ -239,6 +239,14 @@ def test_the_pairwise_judge_is_registered_and_refuses_to_grade_one_row(
         registry.resolve("judge", "pairwise:judgefake:x", registry=registry, temperature=3)
 
 
+def test_ranking_with_the_rubric_judge_says_it_cannot_and_closes_its_model(
+    registry: Registry, model: JudgeModelPlugin
+) -> None:
+    with pytest.raises(TypeError, match="judge 'rubric:judgefake:longer' cannot rank"):
+        wai.rank(ROWS, judge="rubric:judgefake:longer", registry=registry)
+    assert model.backends[0].closed == 1 and model.backends[0].calls == []
+
+
 @pytest.mark.slow
 def test_the_embedded_model_ranks_one_group_end_to_end(tmp_path: Path) -> None:
     """The real path: ``local:smollm2`` compares three replies under the JSON schema. A 135M

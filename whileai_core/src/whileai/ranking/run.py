@@ -263,6 +263,10 @@ def _build_ranker(judge: Any, registry: Registry | None) -> tuple[Any, bool]:
     else:
         built, opened = judge, False
     if not callable(getattr(built, "compare", None)):
+        if opened and getattr(built, "backend", None) is not None:
+            from whileai.simulations.data import _run_sync
+
+            _run_sync(_close(built))  # built here for nothing: do not leave its model open
         raise TypeError(
             f"judge {judge!r} cannot rank: it has no compare(row_a, row_b). A judge that "
             "grades one row (such as 'rubric') gives reward; rank needs a pairwise judge, "
