@@ -2,18 +2,24 @@
 
 A stub OpenAI-compatible server (whileai_openai's fault server, uvicorn on loopback, in its own
 process so it does not share the client's event loop) answers every chat completion after 50 ms.
-At 64 and 256 requests in flight, it compares:
+At 64 and 256 concurrent rollouts, it compares:
 
-- whileai: the backend a bare-URL spec resolves to, ``concurrency=`` set to the level, every
-  request started at once with ``asyncio.gather`` (the backend bounds them itself);
-- the official ``openai`` client: ``AsyncOpenAI`` driven by ``asyncio.gather`` with a semaphore
-  at the same level;
+- whileai: the backend a bare-URL spec resolves to, ``concurrency=`` set to the level;
+- the official ``openai`` client: ``AsyncOpenAI`` with a semaphore at the same level;
 - the ideal: concurrency / latency requests per second;
 - and, for reference, what this machine allows: a bare keep-alive HTTP/1.1 client on asyncio
   streams (no pool, no retries, no parsing beyond Content-Length), one connection per slot.
   When it falls short of the ideal, the machine (CPU shared with the stub) is the limit.
 
-Both clients must return the echo of each request before their speed counts.
+Each client is driven two ways, both with ``asyncio.gather``:
+
+- as rollouts (the target's line): ``level`` coroutines, each making its calls one after
+  another as an agent's turns do, the way the engine's rollouts call a backend;
+- as a burst (for information): every request of the batch started at once, the client (or its
+  semaphore) queueing them. Python pays for thousands of queued tasks before the first answer
+  is read, so this line sits below the first on any client.
+
+Every client must return the echo of each request before its speed counts.
 
     python3 dev.py bench bench_backend_throughput [--quick]
 """
@@ -77,26 +83,48 @@ def prompts(n: int) -> list[str]:
     return [f"q{i}" for i in range(n)]
 
 
-async def run_whileai(url: str, concurrency: int, questions: list[str]) -> Timed:
+Call = Callable[[str], Awaitable[str]]
+
+
+async def as_rollouts(call: Call, concurrency: int, items: list[str]) -> list[str]:
+    """``concurrency`` rollouts, each taking the next question when its last call returns."""
+    answers = [""] * len(items)
+    queue = iter(enumerate(items))
+
+    async def rollout() -> None:
+        for index, question in queue:
+            answers[index] = await call(question)
+
+    await asyncio.gather(*(rollout() for _ in range(concurrency)))
+    return answers
+
+
+async def as_burst(call: Call, concurrency: int, items: list[str]) -> list[str]:
+    """Every call started at once; the client bounds what is in flight."""
+    return list(await asyncio.gather(*(call(q) for q in items)))
+
+
+Drive = Callable[[Call, int, list[str]], Awaitable[list[str]]]
+
+
+async def run_whileai(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
     from whileai.plugins import Registry
 
     backend = Registry.load().resolve(
         "backend", url, model=MODEL, concurrency=concurrency, max_retries=2, timeout=120.0
     )
 
-    async def batch(items: list[str]) -> list[str]:
-        replies = await asyncio.gather(
-            *[backend.complete([{"role": "user", "content": q}]) for q in items]
-        )
-        return [r.text for r in replies]
+    async def call(question: str) -> str:
+        reply = await backend.complete([{"role": "user", "content": question}])
+        return str(reply.text)
 
     try:
-        return await timed_batches(batch, concurrency, questions)
+        return await timed_batches(call, drive, concurrency, questions)
     finally:
         await backend.aclose()
 
 
-async def run_openai(url: str, concurrency: int, questions: list[str]) -> Timed:
+async def run_openai(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
     from openai import AsyncOpenAI
 
     # A generous timeout: its default 5 s connect timeout fails when 256 connections open at
@@ -104,7 +132,7 @@ async def run_openai(url: str, concurrency: int, questions: list[str]) -> Timed:
     client = AsyncOpenAI(base_url=url, api_key="not-needed", max_retries=2, timeout=120.0)
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(question: str) -> str:
+    async def call(question: str) -> str:
         async with gate:
             reply = await client.chat.completions.create(
                 model=MODEL,
@@ -114,75 +142,71 @@ async def run_openai(url: str, concurrency: int, questions: list[str]) -> Timed:
             )
         return reply.choices[0].message.content or ""
 
-    async def batch(items: list[str]) -> list[str]:
-        return list(await asyncio.gather(*[one(q) for q in items]))
-
     try:
-        return await timed_batches(batch, concurrency, questions)
+        return await timed_batches(call, drive, concurrency, questions)
     finally:
         await client.close()
 
 
-async def run_bare(url: str, concurrency: int, questions: list[str]) -> Timed:
+async def run_bare(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
     """The machine's ceiling: the least a client can do per request over HTTP/1.1."""
     parsed = urllib.parse.urlsplit(url)
     host, port, path = parsed.hostname or "", parsed.port or 80, parsed.path
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
-    async def worker(queue: asyncio.Queue[tuple[int, str]], answers: list[str]) -> None:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            while not queue.empty():
-                index, question = queue.get_nowait()
-                body = json.dumps(
-                    {"model": MODEL, "messages": [{"role": "user", "content": question}]}
-                ).encode()
-                writer.write(
-                    f"POST {path}/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                reply = json.loads(await reader.readexactly(length))
-                answers[index] = reply["choices"][0]["message"]["content"]
-        finally:
+    async def call(question: str) -> str:
+        reader, writer = idle.pop() if idle else await asyncio.open_connection(host, port)
+        body = json.dumps(
+            {"model": MODEL, "messages": [{"role": "user", "content": question}]}
+        ).encode()
+        writer.write(
+            f"POST {path}/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        reply = json.loads(await reader.readexactly(length))
+        idle.append((reader, writer))
+        return str(reply["choices"][0]["message"]["content"])
+
+    try:
+        # The burst drive would open a connection per queued request: bounded like the others.
+        gate = asyncio.Semaphore(concurrency)
+
+        async def bounded(question: str) -> str:
+            async with gate:
+                return await call(question)
+
+        return await timed_batches(bounded, drive, concurrency, questions)
+    finally:
+        for _, writer in idle:
             writer.close()
 
-    async def batch(items: list[str]) -> list[str]:
-        queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
-        for pair in enumerate(items):
-            queue.put_nowait(pair)
-        answers = [""] * len(items)
-        await asyncio.gather(*(worker(queue, answers) for _ in range(concurrency)))
-        return answers
 
-    return await timed_batches(batch, concurrency, questions)
-
-
-async def timed_batches(
-    batch: Callable[[list[str]], Awaitable[list[str]]], concurrency: int, questions: list[str]
-) -> Timed:
+async def timed_batches(call: Call, drive: Drive, concurrency: int, questions: list[str]) -> Timed:
     """A warm-up batch (connections opened, code paths imported), then the timed one, both on
-    this event loop, so neither client is timed building itself."""
-    await batch(prompts(concurrency))
+    this event loop, so no client is timed building itself."""
+    await drive(call, concurrency, prompts(concurrency))
     start = time.perf_counter()
-    answers = await batch(questions)
+    answers = await drive(call, concurrency, questions)
     return Timed(answers, time.perf_counter() - start)
 
 
 def measure(
     label: str,
-    runner: Callable[[str, int, list[str]], Awaitable[Timed]],
+    runner: Callable[[str, int, list[str], Drive], Awaitable[Timed]],
     url: str,
     concurrency: int,
     n: int,
+    drive: Drive,
 ) -> float:
     questions = prompts(n)
-    result = asyncio.run(runner(url, concurrency, questions))
+    result = asyncio.run(runner(url, concurrency, questions, drive))
     if result.answers != [f"echo: {q}" for q in questions]:
         raise SystemExit(f"{label} returned wrong answers; its speed does not count")
     return n / result.seconds
@@ -200,16 +224,28 @@ def main() -> None:
         for level in LEVELS:
             n = level * rounds
             ideal = level / LATENCY_S
-            ours = measure("whileai", run_whileai, url, level, n)
-            peer = measure("openai", run_openai, url, level, n)
-            bare = measure("bare asyncio", run_bare, url, level, n)
-            print(f"-- {level} in flight, {n} requests, ideal {ideal:,.0f}/s")
+            ours = measure("whileai", run_whileai, url, level, n, as_rollouts)
+            peer = measure("openai", run_openai, url, level, n, as_rollouts)
+            bare = measure("bare asyncio", run_bare, url, level, n, as_rollouts)
+            print(f"-- {level} concurrent rollouts, {n} requests, ideal {ideal:,.0f}/s")
             print(ratio_line(f"vs openai @{level}", ours, peer, "openai.AsyncOpenAI", target=1.0))
             print(ratio_line(f"vs ideal  @{level}", ours, ideal, "ideal", target=0.9))
             print(f"   openai client reaches {peer / ideal:.0%} of ideal")
             print(
                 f"   this machine's ceiling (bare asyncio client): {bare:,.1f}/s = "
                 f"{bare / ideal:.0%} of ideal; whileai reaches {ours / bare:.0%} of it"
+            )
+            burst = {
+                label: measure(label, runner, url, level, n, as_burst)
+                for label, runner in (
+                    ("whileai", run_whileai),
+                    ("openai", run_openai),
+                    ("bare asyncio", run_bare),
+                )
+            }
+            print(
+                f"   as a burst (all {n} started at once): "
+                + ", ".join(f"{k} {v:,.0f}/s = {v / ideal:.0%}" for k, v in burst.items())
             )
     finally:
         stop(process)
