@@ -111,8 +111,21 @@ def whileai_register_worlds(register: Register) -> None:
 def whileai_register_executors(register: Register) -> None:
     """Register executors: where rollouts run (in this process, or across a Ray cluster).
 
-    An executor factory returns an object whose async ``run(jobs, concurrency)`` yields
-    finished rows as they complete.
+    ``simulate(executor="name")`` or ``"name:argument"`` calls ``factory()`` or
+    ``factory(argument)`` and gets an object with:
+
+    - ``run(jobs, concurrency, run)``: an async iterator yielding each job's graded row as it
+      finishes, privileged block kept. ``jobs`` are ``whileai.simulations.rollout.Job`` (one
+      planned rollout each: key, situation, seed), ``concurrency`` the rollouts to keep in
+      flight at most, ``run`` a picklable ``whileai.simulations.executors.RunSpec`` from which
+      a worker rebuilds the world, backends, judges and markers
+      (``await JobRunner.open(run)``, then ``await runner.run(job)`` per job). A job whose
+      worker failed comes back as ``error_row(run, job, reason)``, never dropped.
+    - ``name``: what the run's report says ran it; optionally ``warnings`` (a list the run
+      adds to its own) and ``close()`` (called after the run when it was built from a name).
+
+    The driver streams the rows to disk, keeps the resume keys, the progress line and the
+    lifecycle hooks, so resume and kill-safety do not depend on the executor.
     """
 
 

@@ -82,6 +82,8 @@ class RunReport(Report):
     #: backend keeps no counters
     backends: dict[str, Any] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
+    #: where the rollouts ran: "in-process", or the executor name or spec given
+    executor: str = "in-process"
 
     def _lines(self) -> list[str]:
         rows = [
@@ -97,6 +99,7 @@ class RunReport(Report):
             ["writer", self.writer_model],
             ["grader", self.grader + (f" (+ {self.llm_grader})" if self.llm_grader else "")],
             ["world", f"{self.world['name']} {self.world.get('version') or ''}".strip()],
+            ["executor", self.executor],
             ["fault rate", fmt(self.fault_rate)],
             [
                 "faults fired",

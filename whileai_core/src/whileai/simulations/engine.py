@@ -12,7 +12,7 @@ import asyncio
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,7 +21,6 @@ import whileai
 from whileai.backends import (
     Sampling,
 )
-from whileai.grading import Verdict
 from whileai.plugins import Registry, get_registry, notify
 from whileai.simulations.backend_use import (
     RunBackend,
@@ -34,7 +33,17 @@ from whileai.simulations.backend_use import (
 )
 from whileai.simulations.data import Simulation, _run_sync
 from whileai.simulations.defaults import RunKnobs
-from whileai.simulations.grader import Grader, MarkerSet, resolve_grader, world_grader
+from whileai.simulations.executors import (
+    InProcessExecutor,
+    JobRunner,
+    RegistrySpec,
+    RunSpec,
+    check_shippable,
+    close_executor,
+    resolve_executor,
+    ship_problems,
+)
+from whileai.simulations.grader import Graders, MarkerSet, resolve_graders
 from whileai.simulations.models import ResolvedModels, resolve_models
 from whileai.simulations.params import (
     ALIASES,
@@ -60,7 +69,7 @@ from whileai.simulations.plan import (
 )
 from whileai.simulations.privacy import export_row
 from whileai.simulations.progress import RunProgress
-from whileai.simulations.rollout import Job, RolloutContext, run_rollout
+from whileai.simulations.rollout import Job, RolloutContext
 from whileai.simulations.schema import prompt_hash
 from whileai.worlds import FaultPlan, World
 
@@ -92,59 +101,21 @@ def _warn_once(warnings: list[str], message: str) -> None:
         warnings.append(message)
 
 
-async def _grade(
-    trajectory: dict[str, Any],
-    episode_check: Callable[[Mapping[str, Any]], Verdict],
-    grader: Grader | None,
-    world: World,
-    llm_grader: Grader | None,
-    markers: MarkerSet,
-    warnings: list[str],
-) -> dict[str, Any]:
-    if trajectory.get("error"):
-        return trajectory
-    chosen = grader if grader is not None else world_grader(world, episode_check)
-    graded = await chosen.grade(trajectory)
-    if llm_grader is not None:
-        graded = await llm_grader.grade(graded, into="llm_reward")
-    if markers.markers:
-        values, problems = markers.measure(graded)
-        for problem in problems:
-            _warn_once(warnings, problem)
-        if values:
-            graded["markers"] = values
-    return graded
-
-
 async def _execute(
     jobs: list[Job],
-    ctx: RolloutContext,
+    executor: Any,
+    run: RunSpec,
     state: _RunState,
     knobs: RunKnobs,
-    grader: Grader | None,
-    llm_grader: Grader | None,
-    markers: MarkerSet,
 ) -> None:
-    semaphore = asyncio.Semaphore(knobs.max_concurrency)
-    world = ctx.world
-
-    async def one(job: Job) -> dict[str, Any]:
-        async with semaphore:
-            trajectory, episode = await run_rollout(job, ctx)
-
-            def check(row: Mapping[str, Any]) -> Verdict:
-                if episode is None:
-                    return Verdict.error("no episode to check")
-                return episode.check(row["final_text"], row["steps"])
-
-            return await _grade(
-                trajectory, check, grader, world, llm_grader, markers, state.warnings
-            )
-
-    pending = [asyncio.ensure_future(one(job)) for job in jobs if job.key not in state.done_keys]
+    """Hand the jobs not yet done to the executor; each row it yields is streamed to disk,
+    keyed for resume, counted and announced here, whichever process ran it."""
+    pending = [job for job in jobs if job.key not in state.done_keys]
+    if not pending:
+        return
+    rows = executor.run(pending, knobs.max_concurrency, run)
     try:
-        for finished in asyncio.as_completed(pending):
-            row = await finished
+        async for row in rows:
             state.trajectories.append(row)
             key = _key_of(row)
             if key is not None:
@@ -165,8 +136,11 @@ async def _execute(
             ):
                 _warn_once(state.warnings, warning)
     finally:
-        for task in pending:
-            task.cancel()
+        aclose = getattr(rows, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        for warning in getattr(executor, "warnings", None) or []:
+            _warn_once(state.warnings, warning)
 
 
 def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -210,11 +184,12 @@ async def _run_once(
     registry: Registry,
     world: World,
     resolved: ResolvedModels,
-    graders: _Graders,
+    graders: Graders,
     backends: list[RunBackend],
     plans: list[PlannedSituation] | None,
     output: str | None,
     replayed_from: str | None,
+    executor: _Executor,
 ) -> tuple[Simulation, list[PlannedSituation]]:
     grader, llm_grader = graders.grader, graders.llm_grader
     warnings = list(resolved.warnings)
@@ -307,6 +282,39 @@ async def _run_once(
     )
     markers, marker_problems = MarkerSet.from_registry(registry)
     warnings.extend(marker_problems)
+    run = RunSpec(
+        run_id=run_id,
+        world=knobs.world,
+        registry=executor.registry_spec or RegistrySpec.of(registry),
+        agent_model=params.agent_model
+        if resolved.models.agent_is_callable
+        else resolved.agent_spec,
+        agent_label=resolved.agent_spec,
+        user_model=resolved.user_spec,
+        user_label=resolved.user_spec,
+        judge=params.judge,
+        llm_grade=params.llm_grade,
+        judge_model=resolved.judge_spec,
+        system_prompt=ctx.system_prompt,
+        system_prompt_sha=ctx.system_prompt_sha,
+        system_prompt_head=ctx.system_prompt_head,
+        agent_sampling=ctx.agent_sampling,
+        user_sampling=ctx.user_sampling,
+        declared_sampling=ctx.declared_sampling,
+        fault_plan=ctx.fault_plan,
+        max_turns=ctx.max_turns,
+        max_tool_calls=ctx.max_tool_calls,
+        max_tool_rounds=ctx.max_tool_rounds,
+        logprobs=ctx.logprobs,
+        user_persona=ctx.user_persona,
+        user_patience=ctx.user_patience,
+        user_context_chars=ctx.user_context_chars,
+        concurrency=knobs.max_concurrency,
+    )
+    # In process, the rows are graded by the run's own live judges, world and markers.
+    runs_on = executor.executor or InProcessExecutor(
+        JobRunner(ctx, grader, llm_grader, markers, warnings=warnings)
+    )
     grader_name = grader.name if grader is not None else f"world:{world.name}"
 
     writer_models = sorted({p.situation.writer_model for p in plans})
@@ -366,6 +374,7 @@ async def _run_once(
         "knobs": knobs.as_dict(),
         "model_notes": list(resolved.notes) + graders.notes,
         "backends": {},
+        "executor": executor.label,
     }
     system_prompts = {sha: params.system_prompt}
 
@@ -409,14 +418,14 @@ async def _run_once(
     )
     try:
         with progress:
-            await _execute(jobs, ctx, state, knobs, grader, llm_grader, markers)
+            await _execute(jobs, runs_on, run, state, knobs)
             if params.repeat_policy == "rl" and knobs.adaptive_extra_repeats > 0:
                 extra = _extra_jobs(params, knobs, plans, state, replayed_from)
                 if extra:
                     state.total += len(extra)
                     progress.grow(len(extra))
                     metadata["planned_rollouts"] = state.total
-                    await _execute(extra, ctx, state, knobs, grader, llm_grader, markers)
+                    await _execute(extra, runs_on, run, state, knobs)
             progress.backend_retries(retries_so_far(backends, before))
     finally:
         watcher.cancel()
@@ -498,28 +507,13 @@ def _run_output(output: str | None, run: int, runs: int) -> str | None:
 
 
 @attrs.frozen
-class _Graders:
-    """The run's judges, resolved once for all its runs."""
+class _Executor:
+    """``executor=`` resolved: None for in-process, with the report's label."""
 
-    grader: Grader | None
-    llm_grader: Grader | None
-    notes: list[str]
-
-
-def _resolve_graders(params: RunParams, registry: Registry, resolved: ResolvedModels) -> _Graders:
-    judge_model = resolved.judge_spec
-    grader = (
-        resolve_grader(params.judge, registry, judge_model=judge_model)
-        if params.judge is not None
-        else None
-    )
-    llm_grader = (
-        resolve_grader("rubric", registry, judge_model=judge_model) if params.llm_grade else None
-    )
-    notes = []
-    if any(g is not None and g.backend is not None for g in (grader, llm_grader)):
-        notes.append(f"judge: {judge_model} ({resolved.judge_why})")
-    return _Graders(grader, llm_grader, notes)
+    executor: Any
+    label: str
+    #: the registry as workers rebuild it (checked once, up front)
+    registry_spec: RegistrySpec | None = None
 
 
 async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
@@ -531,13 +525,21 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
     params = resolve_params(given)
     knobs = RunKnobs.from_advanced(advanced)
     world = registry.resolve("world", knobs.world)
+    # Checked before any model is opened: a run a worker could not rebuild fails here.
+    chosen, executor_label, built_executor = resolve_executor(params.executor, registry)
+    registry_spec = None
+    if chosen is not None:
+        registry_spec = RegistrySpec.of(registry)
+        unshippable = ship_problems(params.agent_model, params.user_model, registry_spec)
+        check_shippable(unshippable, executor_label)
+    executor = _Executor(chosen, executor_label, registry_spec)
     backends: list[RunBackend] = []
     results: list[Simulation] = []
     try:
         resolved = resolve_models(
             params, registry, concurrency=knobs.max_concurrency, backends=backends
         )
-        graders = _resolve_graders(params, registry, resolved)
+        graders = resolve_graders(params, registry, resolved)
         for grader in (graders.grader, graders.llm_grader):
             if grader is not None and grader.backend is not None:
                 label = str(resolved.judge_spec or getattr(grader.backend, "name", "judge"))
@@ -557,6 +559,7 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
                 plans,
                 _run_output(params.output, run, params.runs),
                 first_run,
+                executor,
             )
             if first_run is None:
                 first_run = data.metadata["run_id"]
@@ -565,6 +568,8 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
         # Closed also when the run fails: an HTTP backend's connections, a local model's
         # worker threads.
         problems = await close_backends(backends)
+        if built_executor:
+            problems += await close_executor(chosen)
     for data in results:
         for problem in problems:
             _warn_once(data.warnings, problem)
@@ -601,6 +606,7 @@ def simulate(
     resume: bool = False,
     advanced: Mapping[str, Any] | None = None,
     registry: Registry | None = None,
+    executor: Any = None,
     policy: str | None = None,
     unique: int | None = None,
     phrasings: int | None = None,

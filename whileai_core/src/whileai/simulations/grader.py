@@ -17,6 +17,8 @@ import attrs
 
 from whileai.grading import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
 from whileai.plugins import Registry, UnknownPluginError
+from whileai.simulations.models import ResolvedModels
+from whileai.simulations.params import RunParams
 from whileai.simulations.signatures import accepted
 
 
@@ -156,3 +158,29 @@ class MarkerSet:
             else:
                 problems.append(f"marker {name!r} returned {value!r}, not a number")
         return values, problems
+
+
+@attrs.frozen
+class Graders:
+    """The run's judges, resolved once for all its runs."""
+
+    grader: Grader | None
+    llm_grader: Grader | None
+    notes: list[str]
+
+
+def resolve_graders(params: RunParams, registry: Registry, resolved: ResolvedModels) -> Graders:
+    """``judge=`` and ``llm_grade=`` as graders, with the report's note on the judge model."""
+    judge_model = resolved.judge_spec
+    grader = (
+        resolve_grader(params.judge, registry, judge_model=judge_model)
+        if params.judge is not None
+        else None
+    )
+    llm_grader = (
+        resolve_grader("rubric", registry, judge_model=judge_model) if params.llm_grade else None
+    )
+    notes = []
+    if any(g is not None and g.backend is not None for g in (grader, llm_grader)):
+        notes.append(f"judge: {judge_model} ({resolved.judge_why})")
+    return Graders(grader, llm_grader, notes)

@@ -110,6 +110,12 @@ PARAMETERS: tuple[Parameter, ...] = (
     _p("resume", False, "continue the run already at output= instead of refusing to overwrite"),
     _p("advanced", None, "{RunKnobs field: value}: experiment knobs and engine internals"),
     _p("registry", None, "the plugin registry to resolve names in; None: installed plugins"),
+    _p(
+        "executor",
+        None,
+        "where rollouts run: None (this process), a registered executor such as 'ray' or "
+        "'ray:auto', or an executor object",
+    ),
 )
 
 BY_NAME: dict[str, Parameter] = {p.name: p for p in PARAMETERS}
@@ -186,6 +192,7 @@ class RunParams:
     runs: int
     output: str | None
     resume: bool
+    executor: Any = None
 
 
 def resolve_params(given: Mapping[str, Any]) -> RunParams:
@@ -270,6 +277,16 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
         values["output"] = str(values["output"])
     if values["resume"] and values["output"] is None:
         raise ValueError("resume=True needs output= (the JSONL file of the run to continue)")
+    executor = values["executor"]
+    if not (
+        executor is None
+        or (isinstance(executor, str) and executor.strip())
+        or callable(getattr(executor, "run", None))
+    ):
+        raise TypeError(
+            "executor must be None (this process), a registered executor name or spec such as "
+            f"'ray' or 'ray:auto', or an object with run(jobs, concurrency, run); got {executor!r}"
+        )
     values.pop("advanced")
     values.pop("registry")
     return RunParams(**values)

@@ -249,12 +249,7 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
         failure = (
             f"world {ctx.world.name!r} could not start an episode: {type(exc).__name__}: {exc}"
         )
-        chat = [
-            {"role": "system", "content": ctx.system_prompt},
-            {"role": "user", "content": situation.prompt},
-        ]
-        trajectory = _trajectory(job, ctx, None, [], chat, _Tally(), "", failure, "error", False)
-        return trajectory, None
+        return failed_row(job, ctx, failure), None
     tools = list(ctx.world.tools())
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ctx.system_prompt},
@@ -321,6 +316,16 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
         job, ctx, episode, steps, messages, tally, final_text, error, stop_reason, user_spoke
     )
     return trajectory, episode
+
+
+def failed_row(job: Job, ctx: RolloutContext, reason: str) -> dict[str, Any]:
+    """The row of a rollout that never ran its course: no steps, ``error`` saying why, the
+    judgment skipped (it reads only the context's labels and settings, never a backend)."""
+    chat = [
+        {"role": "system", "content": ctx.system_prompt},
+        {"role": "user", "content": job.situation.prompt},
+    ]
+    return _trajectory(job, ctx, None, [], chat, _Tally(), "", reason, "error", False)
 
 
 def _trajectory(

@@ -1,0 +1,146 @@
+"""simulate(executor=): the in-process default, an executor object that rebuilds the run from
+its picklable description (as a remote worker does), and the errors for runs that cannot
+leave this process."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+import sim_doubles as d
+
+import whileai as wai
+from whileai import hookimpl
+from whileai.simulations.executors import JobRunner, RunSpec, error_row
+from whileai.simulations.rollout import Job
+
+
+def run(registry: Any = None, **kwargs: Any) -> Any:
+    params = {**d.BASE, **kwargs}
+    return wai.simulate(registry=registry or d.registry(), **params)
+
+
+def outcome(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What must not depend on where a rollout ran (the run id does)."""
+    return [
+        (
+            r["lineage"]["rollout_key"],
+            r["scenario_id"],
+            r["reward"],
+            r["final_text"],
+            [f["kind"] for f in r.get("faults") or []],
+            r.get("markers"),
+        )
+        for r in rows
+    ]
+
+
+class PickledExecutor:
+    """Ships the run description through pickle and rebuilds it, as a worker process would;
+    the last job of each batch is reported as lost when ``lose_last`` is set."""
+
+    name = "pickled"
+
+    def __init__(self, lose_last: bool = False) -> None:
+        self.lose_last = lose_last
+        self.jobs_seen: list[str] = []
+        self.concurrency: int | None = None
+        self.warnings: list[str] = []
+
+    async def run(
+        self, jobs: Sequence[Job], concurrency: int, run: RunSpec
+    ) -> AsyncIterator[dict[str, Any]]:
+        self.concurrency = concurrency
+        shipped: RunSpec = pickle.loads(pickle.dumps(run))
+        runner = await JobRunner.open(shipped)
+        try:
+            for i, job in enumerate(jobs):
+                self.jobs_seen.append(job.key)
+                if self.lose_last and i == len(jobs) - 1:
+                    yield error_row(shipped, job, "worker died: the test killed it")
+                else:
+                    yield await runner.run(job)
+        finally:
+            self.warnings.extend(runner.warnings)
+            await runner.close()
+
+
+def test_by_default_rollouts_run_in_this_process_and_the_report_says_so() -> None:
+    data = run(unique=2, repeats=2, seed=3)
+    assert data.report().executor == "in-process"
+    assert "executor" in str(data.report()) and len(data.rows) == 4
+
+
+def test_an_executor_object_gets_the_jobs_and_gives_the_same_rows_as_in_process() -> None:
+    executor = PickledExecutor()
+    shipped = run(unique=3, repeats=2, seed=5, fault_rate=0.5, executor=executor)
+    local = run(unique=3, repeats=2, seed=5, fault_rate=0.5)
+    assert sorted(executor.jobs_seen) == sorted(r["lineage"]["rollout_key"] for r in local.rows)
+    assert executor.concurrency == local.report().knobs["max_concurrency"]
+    assert outcome(shipped.rows) == outcome(local.rows)
+    assert any(r.get("faults") for r in shipped.rows), "the fault plan travelled with the run"
+    assert shipped.report().executor == "pickled"
+    # the privileged block is kept for the judge, and stays out of the rows
+    assert "hidden_state" in shipped.trajectories[0]["privileged"]
+
+
+def shipped_agent(messages: list[dict[str, Any]]) -> str:
+    return "Your order has shipped."
+
+
+def says_shipped(row: dict[str, Any]) -> float:
+    return 1.0 if "shipped" in row["final_text"] else 0.0
+
+
+def test_a_judge_callable_and_an_agent_function_travel_with_the_run() -> None:
+    executor = PickledExecutor()
+    data = run(
+        unique=1, repeats=2, agent_model=shipped_agent, judge=says_shipped, executor=executor
+    )
+    assert [r["reward"] for r in data.rows] == [1.0, 1.0]
+    assert data.rows[0]["model_version"].startswith("callable:")
+
+
+def test_a_lost_job_is_an_error_row_that_is_counted_and_written(tmp_path: Any) -> None:
+    out = str(tmp_path / "run.jsonl")
+    data = run(unique=2, repeats=2, output=out, executor=PickledExecutor(lose_last=True))
+    assert len(data.rows) == 4
+    lost = [r for r in data.rows if r.get("error")]
+    assert len(lost) == 1 and "worker died" in lost[0]["error"]
+    assert lost[0]["judge_status"] == "skipped" and lost[0]["reward"] is None
+    assert data.report().n_errors == 1
+    on_disk = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert sorted(r["lineage"]["rollout_key"] for r in on_disk) == sorted(
+        r["lineage"]["rollout_key"] for r in data.rows
+    )
+    assert json.loads((tmp_path / "run.meta.json").read_text())["report"]["executor"] == "pickled"
+
+
+def test_an_unknown_executor_name_says_which_package_to_install() -> None:
+    with pytest.raises(wai.plugins.UnknownPluginError, match="pip install whileai-ray"):
+        run(unique=1, repeats=1, executor="ray:auto")
+
+
+def test_a_live_backend_object_cannot_leave_the_process() -> None:
+    with pytest.raises(ValueError, match="agent_model is a live backend object") as raised:
+        run(unique=1, repeats=1, agent_model=d.FakeBackend("agent"), executor=PickledExecutor())
+    assert "model spec string" in str(raised.value)
+
+
+def test_a_plugin_a_worker_cannot_import_is_refused_up_front() -> None:
+    class LocalPlugin:
+        @hookimpl
+        def whileai_register_markers(self, register: Any) -> None:
+            register("always_one", lambda: lambda row: 1)
+
+    with pytest.raises(ValueError, match="not importable by name") as raised:
+        run(d.registry(LocalPlugin()), unique=1, repeats=1, executor=PickledExecutor())
+    assert "LocalPlugin" in str(raised.value) and "registry=" in str(raised.value)
+
+
+def test_executor_must_be_a_name_or_an_object_with_run() -> None:
+    with pytest.raises(TypeError, match="executor must be None"):
+        run(unique=1, repeats=1, executor=42)
