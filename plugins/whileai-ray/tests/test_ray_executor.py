@@ -4,6 +4,7 @@ a scripted agent, rebuilt in Ray's worker processes from the run's description."
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,7 @@ def test_a_killed_actor_turns_the_jobs_it_held_into_error_rows() -> None:
         unique=4,
         repeats=2,
         agent_model="support:slow",
+        fault_rate=0.0,  # only the killed actor may fail a job here
         executor=RayExecutor(actors=2),
         advanced={"max_concurrency": 4},
     )
@@ -123,8 +125,20 @@ def test_a_killed_actor_turns_the_jobs_it_held_into_error_rows() -> None:
     keys = {r["lineage"]["rollout_key"] for r in data.rows}
     assert len(keys) == 8
     lost = [r for r in data.rows if r.get("error")]
-    assert lost and all("died" in r["error"] for r in lost)
+    assert lost and all("died" in r["error"] for r in lost), [r["error"] for r in lost]
     assert all(r["judge_status"] == "skipped" for r in lost)
     finished = [r for r in data.rows if not r.get("error")]
     assert finished and all(r["reward"] is not None for r in finished)
     assert data.report().n_errors == len(lost)
+
+
+def test_an_agent_function_cloudpickle_cannot_ship_is_refused_before_any_rollout() -> None:
+    lock = threading.Lock()
+
+    def agent(messages: list[dict[str, Any]]) -> str:
+        with lock:  # a lock cannot travel to another process
+            return "On it."
+
+    with pytest.raises(ValueError, match="cannot ship this run to Ray workers") as raised:
+        run(unique=1, repeats=1, agent_model=agent, executor="ray")
+    assert "picklable by cloudpickle" in str(raised.value)
