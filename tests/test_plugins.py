@@ -17,6 +17,7 @@ from whileai.plugins import (
     DuplicatePluginError,
     Registry,
     UnknownPluginError,
+    make_plugin_manager,
     notify,
     parse_spec,
 )
@@ -312,3 +313,10 @@ def test_table_lists_kind_name_aliases_distribution(inline_registry: Registry) -
         "world",
         "executor",
     }
+
+
+def test_distributions_name_each_entry_point_plugin_and_are_a_copy() -> None:
+    registry = Registry(make_plugin_manager(), distributions={"shop": ("whileai-worlds", "0.1.0")})
+    assert registry.distributions == {"shop": ("whileai-worlds", "0.1.0")}
+    registry.distributions["shop"] = ("changed", None)
+    assert registry.distributions["shop"] == ("whileai-worlds", "0.1.0")

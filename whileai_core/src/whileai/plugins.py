@@ -184,6 +184,12 @@ class Registry:
         for kind, hook_name in hookspecs.REGISTRATION_HOOKS.items():
             self._collect(kind, hook_name)
 
+    @property
+    def distributions(self) -> dict[str, tuple[str | None, str | None]]:
+        """Plugin name -> (distribution, version) of each entry-point plugin: what a worker
+        process needs to rebuild this registry with the same provenance."""
+        return dict(self._distributions)
+
     # -- construction -------------------------------------------------------------------
     @classmethod
     def load(

@@ -82,7 +82,7 @@ class RegistrySpec:
                 refs.append(PluginRef(name, obj=plugin))
         return cls(
             tuple(refs),
-            dict(getattr(registry, "_distributions", {})),
+            registry.distributions,
             tuple(registry.failures),
             tuple(registry.blocked),
         )
