@@ -63,6 +63,54 @@ def test_runs_are_compared_on_the_tasks_they_all_measured() -> None:
     assert any("left out" in n for n in floor.notes)
 
 
+def test_task_run_std_is_the_tasks_own_spread_and_estimates_the_run_variance() -> None:
+    passes = [
+        run_rows({"a": [1], "b": [1], "c": [0], "d": [0]}),
+        run_rows({"a": [0], "b": [1], "c": [1], "d": [0]}),
+        run_rows({"a": [1], "b": [1], "c": [0], "d": [0]}),
+    ]
+    floor = wai.eval_variance(*passes)
+    grid = np.array([[1, 0, 1], [1, 1, 1], [0, 1, 0], [0, 0, 0]], dtype=float)
+    expected = math.sqrt(grid.var(axis=1, ddof=1).sum()) / 4
+    assert floor.task_run_std == pytest.approx(expected)
+    assert floor.metrics["reward"].n_tasks_moved == 2
+
+    # On average its square is the variance of a run mean (unbiased), which the std of three
+    # run means estimates with two degrees of freedom only.
+    rng = np.random.default_rng(7)
+    p = rng.uniform(0, 1, 60)
+    squares, means = [], []
+    for _ in range(400):
+        runs = rng.random((3, 60)) < p
+        rows = [run_rows({f"t{i}": [float(r[i])] for i in range(60)}) for r in runs]
+        report = wai.eval_variance(*rows)
+        squares.append(report.task_run_std**2)
+        means.append(runs.mean(axis=1))
+    true_var = float((p * (1 - p)).sum() / 60**2)
+    assert np.mean(squares) == pytest.approx(true_var, rel=0.05)
+    # and it moves far less from one set of runs to the next than the three-run std does
+    run_stds = [np.std(m, ddof=1) for m in means]
+    assert np.std(np.sqrt(squares)) < np.std(run_stds) / 3
+
+
+def test_run_means_that_agree_by_chance_are_not_called_identical_completions() -> None:
+    passes = [
+        run_rows({"a": [1], "b": [0], "c": [0], "d": [0]}),
+        run_rows({"a": [0], "b": [1], "c": [0], "d": [0]}),
+        run_rows({"a": [0], "b": [0], "c": [1], "d": [0]}),
+    ]
+    floor = wai.eval_variance(*passes)
+    assert floor.run_std == 0.0
+    text = str(floor)
+    assert "met by chance" in text and "3 tasks scored differently" in text
+    assert "the same completions" not in text
+    assert floor.task_run_std == pytest.approx(math.sqrt(3 * (1 / 3)) / 4)
+
+    same = wai.eval_variance(*[run_rows({"a": [1], "b": [0]})] * 3)
+    assert same.task_run_std == 0.0
+    assert "scored the same completions the same way" in str(same)
+
+
 def test_noise_band_from_the_number_alone() -> None:
     band = wai.noise_band(0.02, df=2)
     assert band.band == pytest.approx(stats.t.ppf(0.975, 2) * math.sqrt(2) * 0.02)

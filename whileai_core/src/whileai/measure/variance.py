@@ -59,6 +59,12 @@ class RunSpread(Report):
     run_std: float | None
     band: float | None
     n_tasks: int
+    #: run_std as the tasks' own spread implies it: sqrt(sum of each task's across-run
+    #: variance) / n_tasks, tasks taken as independent. Many more degrees of freedom than the
+    #: std of a few run means, so it stays readable when those agree by chance.
+    task_run_std: float | None = None
+    #: tasks whose value differed between runs
+    n_tasks_moved: int = 0
 
     def _lines(self) -> list[str]:
         return [f"  {self.metric}: {_std_text(self.run_std, self.n_runs)}"]
@@ -86,6 +92,8 @@ class EvalVarianceReport(Report):
     n_tasks: int
     metrics: dict[str, RunSpread]
     floor_met: bool
+    #: reward's run_std from the tasks' own across-run spread (see RunSpread.task_run_std)
+    task_run_std: float | None = None
     notes: list[str] = attrs.field(factory=list)
 
     def _lines(self) -> list[str]:
@@ -141,10 +149,18 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
             f"{n_runs} run(s): three re-runs are the fewest that give a standard deviation "
             "worth reading; run the eval again before trusting the floor"
         )
-    if reward.run_std == 0.0:
+    if reward.run_std == 0.0 and reward.n_tasks_moved == 0:
         notes.append(
-            "reward did not move at all between runs: the runs scored the same completions the "
-            "same way; re-sample the completions to measure the eval's noise"
+            "reward did not move at all between runs, on any task: the runs scored the same "
+            "completions the same way; re-sample the completions to measure the eval's noise"
+        )
+    elif reward.run_std == 0.0 and reward.task_run_std is not None:
+        band = t_band(reward.task_run_std, n_runs - 1, confidence)
+        notes.append(
+            f"the run means agree, but {reward.n_tasks_moved} tasks scored differently between "
+            "runs: the means met by chance, and run_std 0 understates the noise. The tasks' own "
+            f"spread gives run_std {reward.task_run_std:.4f} (band +/-{band:.3f}); hand that "
+            "to compare(run_std=) instead"
         )
     return EvalVarianceReport(
         run_std=reward.run_std,
@@ -154,6 +170,7 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
         n_tasks=reward.n_tasks,
         metrics=metrics,
         floor_met=n_runs >= MIN_RUNS,
+        task_run_std=reward.task_run_std,
         notes=notes,
     )
 
@@ -179,13 +196,25 @@ def _spread(
             f"are left out ({dropped} task-runs)"
         )
     means: list[float] = []
+    order = sorted(common)
+    columns: list[np.ndarray] = []
     for keys, values in per_run:
         mask = np.fromiter((k in common for k in keys), dtype=bool, count=len(keys))
         if mask.any():
             means.append(float(values[mask].mean()))
+            by_key = dict(zip(keys, values.tolist(), strict=True))
+            columns.append(np.array([by_key[k] for k in order], dtype=float))
     n_runs = len(means)
     run_std = float(np.std(means, ddof=1)) if n_runs >= 2 else None
     band = None if run_std is None else t_band(run_std, n_runs - 1, confidence)
+    task_run_std = None
+    moved = 0
+    if n_runs >= 2 and order:
+        # tasks x runs; each task's across-run variance is its share of a run mean's variance
+        grid = np.column_stack(columns)
+        task_var = grid.var(axis=1, ddof=1)
+        moved = int(np.count_nonzero(task_var > 0))
+        task_run_std = float(math.sqrt(task_var.sum()) / len(order))
     return RunSpread(
         metric=name,
         run_means=means,
@@ -193,6 +222,8 @@ def _spread(
         run_std=run_std,
         band=band,
         n_tasks=len(common),
+        task_run_std=task_run_std,
+        n_tasks_moved=moved,
     )
 
 
