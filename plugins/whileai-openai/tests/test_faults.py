@@ -270,3 +270,15 @@ def test_httptools_asked_for_by_name_refuses_a_proxied_endpoint(
     )
     with pytest.raises(ValueError, match=r"transport='httptools' does not speak proxies.*auto"):
         run(backend, lambda: backend.complete(HELLO))
+
+
+def test_the_fault_server_socket_turns_nagle_off_under_any_event_loop() -> None:
+    # Without it, asyncio (unlike uvloop) leaves Nagle on for a socket whose proto is 0, and
+    # every reply's body waits out the client's delayed ACK: 40 ms added to each request.
+    import socket
+
+    from whileai_openai.testing.fault_server import free_socket
+
+    with free_socket() as sock:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1

@@ -351,11 +351,17 @@ async def _send_raw(
     await send({"type": "http.response.body", "body": payload})
 
 
-def free_socket(host: str = "127.0.0.1") -> socket.socket:
-    """A listening-ready TCP socket bound to a free port on ``host`` (no race for the port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening-ready TCP socket bound to ``port`` on ``host`` (0: a free one, no race).
+
+    Made with ``IPPROTO_TCP`` spelled out: asyncio turns Nagle off only on sockets whose
+    ``proto`` says TCP, and a reply sent as headers then body would otherwise wait out the
+    client's 40 ms delayed ACK on every request (uvloop sets TCP_NODELAY regardless).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
     return sock
 
 
@@ -449,9 +455,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     app = FaultApp(model=args.model, latency_s=args.latency)
     app.record = False  # a long benchmark would otherwise keep every request in memory
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
+    sock = free_socket(args.host, args.port)
     print(f"http://{args.host}:{sock.getsockname()[1]}/v1", flush=True)
     # Idle connections stay open as long as a client's pool keeps them (uvicorn's default of
     # 5 s drops them under a client that is busy elsewhere, and the next request on one fails).
