@@ -14,7 +14,7 @@ anyone believes it:
 
 Run it from the repository root::
 
-    .venv/bin/python recipes/02-measure/public-benchmark/run.py            # all 200, ~35 min on 2 idle cores
+    .venv/bin/python recipes/02-measure/public-benchmark/run.py            # all 200, ~30 min on 2 idle cores
     .venv/bin/python recipes/02-measure/public-benchmark/run.py --limit 20
 
 The questions and their licence sit beside this file (the first 200 lines of the GSM8K test
