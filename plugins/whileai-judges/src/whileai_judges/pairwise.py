@@ -21,7 +21,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -29,7 +29,12 @@ import attrs
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
 from whileai.plugins import Registry
 from whileai.ranking import Preference, combine_orders
-from whileai_judges.rubric import DEFAULT_RUBRIC, MAX_TRANSCRIPT_CHARS, render_transcript
+from whileai_judges.rubric import (
+    DEFAULT_RUBRIC,
+    MAX_TRANSCRIPT_CHARS,
+    choose_rubric,
+    render_transcript,
+)
 
 TEMPLATE = """You are comparing two conversations in which an AI assistant answered the same \
 request.
@@ -169,16 +174,7 @@ class PairwiseJudge:
 
     def rubric_for(self, row: Mapping[str, Any]) -> tuple[str, str]:
         """The rubric a pair is compared by, and where it came from (option, row or default)."""
-        if self.rubric is not None:
-            return self.rubric, "option"
-        privileged = row.get("privileged")
-        if isinstance(privileged, Mapping):
-            rubric = privileged.get("rubric")
-            if isinstance(rubric, str) and rubric.strip():
-                return rubric, "row"
-            if isinstance(rubric, Sequence) and not isinstance(rubric, str) and rubric:
-                return "\n".join(f"- {_text(item)}" for item in rubric), "row"
-        return DEFAULT_RUBRIC, "default"
+        return choose_rubric(self.rubric, row)
 
     def messages(
         self, row_a: Mapping[str, Any], row_b: Mapping[str, Any], rubric: str

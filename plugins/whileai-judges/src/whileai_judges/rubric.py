@@ -100,6 +100,22 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def choose_rubric(option: str | None, row: Mapping[str, Any]) -> tuple[str, str]:
+    """The rubric a judge reads ``row`` by, and where it came from: the judge's own
+    ``rubric=`` (``option``), else the row's ``privileged.rubric`` (a string, or a list
+    written as bullets), else :data:`DEFAULT_RUBRIC`."""
+    if option is not None:
+        return option, "option"
+    privileged = row.get("privileged")
+    if isinstance(privileged, Mapping):
+        rubric = privileged.get("rubric")
+        if isinstance(rubric, str) and rubric.strip():
+            return rubric, "row"
+        if isinstance(rubric, Sequence) and not isinstance(rubric, str) and rubric:
+            return "\n".join(f"- {_text(item)}" for item in rubric), "row"
+    return DEFAULT_RUBRIC, "default"
+
+
 def render_transcript(row: Mapping[str, Any]) -> str:
     """The conversation as the judge reads it: every user and assistant turn, tool calls
     and their results (clipped), ending with the final answer."""
@@ -237,16 +253,7 @@ class RubricJudge:
 
     def rubric_for(self, row: Mapping[str, Any]) -> tuple[str, str]:
         """The rubric a row is graded by, and where it came from (option, row or default)."""
-        if self.rubric is not None:
-            return self.rubric, "option"
-        privileged = row.get("privileged")
-        if isinstance(privileged, Mapping):
-            rubric = privileged.get("rubric")
-            if isinstance(rubric, str) and rubric.strip():
-                return rubric, "row"
-            if isinstance(rubric, Sequence) and not isinstance(rubric, str) and rubric:
-                return "\n".join(f"- {_text(item)}" for item in rubric), "row"
-        return DEFAULT_RUBRIC, "default"
+        return choose_rubric(self.rubric, row)
 
     def messages(self, row: Mapping[str, Any]) -> list[dict[str, str]]:
         rubric, _ = self.rubric_for(row)
