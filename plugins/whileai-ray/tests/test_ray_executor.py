@@ -142,3 +142,13 @@ def test_an_agent_function_cloudpickle_cannot_ship_is_refused_before_any_rollout
     with pytest.raises(ValueError, match="cannot ship this run to Ray workers") as raised:
         run(unique=1, repeats=1, agent_model=agent, executor="ray")
     assert "picklable by cloudpickle" in str(raised.value)
+
+
+def test_rl_mode_sends_its_extra_repeats_to_ray_and_matches_an_in_process_run() -> None:
+    given: dict[str, Any] = {"unique": 4, "repeats": 2, "seed": 7, "fault_rate": 0.4}
+    on_ray = run(mode="rl", budget=16, executor="ray", **given)
+    here = run(mode="rl", budget=16, **given)
+    # rl puts repeats where groups split: some group got more than the first two
+    assert len(on_ray.rows) > 8
+    assert sorted(outcome(on_ray.rows)) == sorted(outcome(here.rows))
+    assert on_ray.report().executor == "ray"
