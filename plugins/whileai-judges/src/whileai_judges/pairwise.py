@@ -32,7 +32,9 @@ from whileai.ranking import Preference, combine_orders
 from whileai_judges.rubric import (
     DEFAULT_RUBRIC,
     MAX_TRANSCRIPT_CHARS,
+    check_options,
     choose_rubric,
+    model_name,
     render_transcript,
 )
 
@@ -155,16 +157,9 @@ class PairwiseJudge:
     both_orders: ClassVar[bool] = True
 
     def __attrs_post_init__(self) -> None:
-        if self.rubric is not None and (
-            not isinstance(self.rubric, str) or not self.rubric.strip()
-        ):
-            raise ValueError(f"rubric must be a non-empty string, got {self.rubric!r}")
-        if not 0 <= self.temperature <= 2:
-            raise ValueError(f"temperature must lie in [0, 2], got {self.temperature!r}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens!r}")
+        check_options(self.rubric, self.temperature, self.max_tokens)
         if not self.model:
-            self.model = str(getattr(self.backend, "name", type(self.backend).__name__))
+            self.model = model_name(self.backend)
 
     @property
     def version(self) -> str:

@@ -100,6 +100,21 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def check_options(rubric: str | None, temperature: float, max_tokens: int) -> None:
+    """The options every model judge takes, checked the same way: a ValueError naming each."""
+    if rubric is not None and (not isinstance(rubric, str) or not rubric.strip()):
+        raise ValueError(f"rubric must be a non-empty string, got {rubric!r}")
+    if not 0 <= temperature <= 2:
+        raise ValueError(f"temperature must lie in [0, 2], got {temperature!r}")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
+
+
+def model_name(backend: object) -> str:
+    """The name a judge reports its model by when not given one: the backend's own."""
+    return str(getattr(backend, "name", type(backend).__name__))
+
+
 def choose_rubric(option: str | None, row: Mapping[str, Any]) -> tuple[str, str]:
     """The rubric a judge reads ``row`` by, and where it came from: the judge's own
     ``rubric=`` (``option``), else the row's ``privileged.rubric`` (a string, or a list
@@ -231,16 +246,9 @@ class RubricJudge:
     def __attrs_post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"rubric judge mode must be one of {MODES}, got {self.mode!r}")
-        if self.rubric is not None and (
-            not isinstance(self.rubric, str) or not self.rubric.strip()
-        ):
-            raise ValueError(f"rubric must be a non-empty string, got {self.rubric!r}")
-        if not 0 <= self.temperature <= 2:
-            raise ValueError(f"temperature must lie in [0, 2], got {self.temperature!r}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens!r}")
+        check_options(self.rubric, self.temperature, self.max_tokens)
         if not self.model:
-            self.model = str(getattr(self.backend, "name", type(self.backend).__name__))
+            self.model = model_name(self.backend)
 
     @property
     def version(self) -> str:
