@@ -282,8 +282,8 @@ async def _run_once(
     )
     markers, marker_problems = MarkerSet.from_registry(registry)
     warnings.extend(marker_problems)
-    run = RunSpec(
-        run_id=run_id,
+    run = RunSpec.for_context(
+        ctx,
         world=knobs.world,
         registry=executor.registry_spec or RegistrySpec.of(registry),
         agent_model=params.agent_model
@@ -295,20 +295,6 @@ async def _run_once(
         judge=params.judge,
         llm_grade=params.llm_grade,
         judge_model=resolved.judge_spec,
-        system_prompt=ctx.system_prompt,
-        system_prompt_sha=ctx.system_prompt_sha,
-        system_prompt_head=ctx.system_prompt_head,
-        agent_sampling=ctx.agent_sampling,
-        user_sampling=ctx.user_sampling,
-        declared_sampling=ctx.declared_sampling,
-        fault_plan=ctx.fault_plan,
-        max_turns=ctx.max_turns,
-        max_tool_calls=ctx.max_tool_calls,
-        max_tool_rounds=ctx.max_tool_rounds,
-        logprobs=ctx.logprobs,
-        user_persona=ctx.user_persona,
-        user_patience=ctx.user_patience,
-        user_context_chars=ctx.user_context_chars,
         concurrency=knobs.max_concurrency,
     )
     # In process, the rows are graded by the run's own live judges, world and markers.

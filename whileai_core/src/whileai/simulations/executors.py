@@ -161,26 +161,23 @@ class RunSpec:
         """What in this run a worker could not rebuild, each with what to pass instead."""
         return ship_problems(self.agent_model, self.user_model, self.registry)
 
+    @classmethod
+    def for_context(cls, ctx: RolloutContext, **rest: Any) -> RunSpec:
+        """A description of the run ``ctx`` belongs to: its plain fields as they are, the
+        rest (world name, specs, judge, registry, concurrency) from ``rest``."""
+        return cls(**{name: getattr(ctx, name) for name in _CONTEXT_DATA}, **rest)
+
     def context(self, world: World, models: Models) -> RolloutContext:
         return RolloutContext(
-            run_id=self.run_id,
-            world=world,
-            models=models,
-            system_prompt=self.system_prompt,
-            system_prompt_sha=self.system_prompt_sha,
-            system_prompt_head=self.system_prompt_head,
-            agent_sampling=self.agent_sampling,
-            user_sampling=self.user_sampling,
-            declared_sampling=self.declared_sampling,
-            fault_plan=self.fault_plan,
-            max_turns=self.max_turns,
-            max_tool_calls=self.max_tool_calls,
-            max_tool_rounds=self.max_tool_rounds,
-            logprobs=self.logprobs,
-            user_persona=self.user_persona,
-            user_patience=self.user_patience,
-            user_context_chars=self.user_context_chars,
+            world=world, models=models, **{name: getattr(self, name) for name in _CONTEXT_DATA}
         )
+
+
+#: RolloutContext's fields that are plain data, carried by a RunSpec as they are; the world
+#: and the models are live objects a worker rebuilds.
+_CONTEXT_DATA: tuple[str, ...] = tuple(
+    f.name for f in attrs.fields(RolloutContext) if f.name not in ("world", "models")
+)
 
 
 def ship_problems(agent_model: Any, user_model: Any, registry: RegistrySpec) -> list[str]:
