@@ -157,6 +157,7 @@ def test_verdict_meta_records_limits_isolation_and_output(code: CodeExec) -> Non
         "memory_mb": 1024,
         "max_processes": 32,
         "max_file_mb": 16,
+        "max_written_mb": 64,
         "network": "isolate",
     }
     assert meta["stdout_tail"] == "out\n" and meta["stderr_tail"] == "err\n"
@@ -294,6 +295,86 @@ def test_writes_outside_the_working_directory_fail(code: CodeExec, where: str) -
     assert str(verdict.reason).startswith(("PermissionError", "OSError: [Errno 30]"))
     assert not target.exists()
     assert_nothing_left(verdict)
+
+
+def world_writable_directories() -> list[str]:
+    """Every directory anyone may write to on this machine, found as an attacker would."""
+    found = []
+    for top in ("/", "/run", "/var", "/dev", "/usr", "/opt", "/srv", "/home", "/mnt", "/media"):
+        for directory, subdirs, _ in os.walk(top):
+            if directory.startswith(("/proc", "/sys")) or directory.count("/") > 3:
+                subdirs[:] = []
+                continue
+            try:
+                mode = os.stat(directory).st_mode
+            except OSError:
+                continue
+            if mode & 0o002:
+                found.append(directory)
+        if top == "/":
+            break
+    return sorted(
+        set(found) | {d for d in ("/run/lock", "/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d)}
+    )
+
+
+@ROOT_ONLY
+def test_no_world_writable_path_takes_a_write(code: CodeExec) -> None:
+    # Found at test time, not listed: /run/lock took 800 MB from a candidate once.
+    directories = world_writable_directories()
+    assert "/run/lock" in directories or not os.path.isdir("/run/lock")
+    marker = f"whileai-codeexec-escape-{uuid.uuid4().hex}"
+    program = (
+        "import os\n"
+        f"written = []\nfor d in {directories!r}:\n"
+        "    try:\n"
+        f"        with open(os.path.join(d, {marker!r}), 'wb') as h:\n"
+        "            h.write(b'x' * 1024)\n"
+        "        written.append(d)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    verdict = code.verify(program, "assert written == [], written")
+    assert verdict.reason == "passed", verdict.reason
+    assert [d for d in directories if os.path.exists(os.path.join(d, marker))] == []
+
+
+@ROOT_ONLY
+def test_what_a_run_writes_in_all_is_capped(code: CodeExec) -> None:
+    # Many files under the per-file limit still stop at the working directory's size.
+    program = (
+        "import os\n"
+        "total = 0\n"
+        "try:\n"
+        "    for i in range(100):\n"
+        "        with open(f'f{i}', 'wb') as h:\n"
+        "            h.write(b'x' * (8 * 1024 * 1024))\n"
+        "        total += 8\n"
+        "except OSError as exc:\n"
+        "    error = exc.errno\n"
+    )
+    verdict = code.verify(program, "assert total <= 64 and error == 28, (total, error)")
+    assert verdict.reason == "passed", verdict.reason
+    assert "the only writable place" in verdict.meta["filesystem"]
+    assert verdict.meta["limits"]["max_written_mb"] == 64
+
+
+@ROOT_ONLY
+def test_proc_shows_only_the_runs_own_processes(code: CodeExec) -> None:
+    program = (
+        "import os\n"
+        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "lines = []\n"
+        "for p in pids:\n"
+        "    try:\n"
+        "        lines.append(open(f'/proc/{p}/cmdline', 'rb').read())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "seen_host = any(b'pytest' in line for line in lines)\n"
+    )
+    verdict = code.verify(program, "assert not seen_host and len(pids) <= 4, pids")
+    assert verdict.reason == "passed", verdict.reason
+    assert verdict.meta["proc"] == "private: the run's processes only"
 
 
 def test_working_directory_is_fresh_writable_and_removed(code: CodeExec) -> None:

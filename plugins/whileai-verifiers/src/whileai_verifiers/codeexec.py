@@ -1,19 +1,40 @@
-"""CodeExec: runs a candidate program with its reference tests in a sandbox process.
+"""CodeExec: runs a candidate program against its reference tests in a sandbox.
 
-``CodeExec().verify(completion, reference)`` passes (reward 1.0) when the program and the tests
-run to the end without an exception; anything else is 0.0 with a reason a person can read
-("timeout after 3.0s", "AssertionError (<tests> line 4: assert candidate(2) == 4)",
-"killed: memory limit (1024 MB)", "SyntaxError: invalid syntax (<program> line 3)"). How the
-program is put together from the completion and the reference is in ``codeexec_program``.
+``CodeExec().verify(completion, reference)`` passes (reward 1.0) only when the reference's tests
+ran to their end and reported so from a process the candidate cannot reach; anything else is
+0.0 with a reason a person can read ("timeout after 3.0s", "AssertionError (<tests> line 4:
+assert candidate(2) == 4)", "killed: memory limit (1024 MB)", "SyntaxError: invalid syntax
+(<program> line 3)"). How the program is put together from the completion and the reference is
+in ``codeexec_program``; what runs inside the sandbox is in ``sandbox/``.
+
+The verdict is out of the candidate's reach. Each run is two processes:
+
+- the candidate's process runs the program and answers calls into its functions;
+- the tests' process runs the reference's tests, in an interpreter the candidate never ran code
+  in and made non-dumpable, so the candidate cannot trace it, read or write its memory or take
+  its file descriptors (each needs a dumpable target, even for the same uid), against stand-ins that send arguments to the candidate's process and receive its return
+  values as plain data (``sandbox/wire``: None, bools, numbers, strings, bytes and containers of
+  them, exactly those types). Every comparison and assertion runs on the trusted side, on
+  values alone. An object of the candidate's own class never crosses: the tests may call it,
+  read attributes or iterate it, but comparing, hashing or taking its truth fails the run
+  (``hack_suspected``), since its ``__eq__`` would be the candidate deciding.
+
+So exiting early, replacing ``exec`` or ``check``, patching ``json``, ``unittest`` or the
+harness, forging a report, or returning an object equal to everything cannot make a run pass:
+the code that decides and reports lives where the candidate has no reach. A pass is positive
+evidence: the tests' process writes it only after the tests returned, and never if the
+candidate exited, died or sent a malformed reply along the way, even when the tests caught it.
 
 Isolation, when the process runs as root (the common case in containers):
 
-- the program runs as an unprivileged uid of its own (one per concurrent run, see
-  ``codeexec_sandbox``), so it cannot write outside its working directory, read what only root
-  may read, or signal any process but its own;
-- its working directory is a fresh tmpfs (4 x ``max_file_mb``) that exists only inside the run's
-  mount namespace and vanishes with it; /tmp, /var/tmp, /dev/shm and unreadable directories such
-  as /root are covered by empty root-owned filesystems there;
+- the run's processes run as an unprivileged uid of its own (one per concurrent run, see
+  ``codeexec_sandbox``): the candidate cannot write outside its working directory, read what
+  only root may read, or signal any process but its own;
+- in the run's mount namespace every host mount is read-only and nosuid; the working directory,
+  a fresh tmpfs of ``max_written_mb``, is the only place a run can write, so that is the cap on
+  all it writes. /tmp, /var/tmp, /dev/shm, /run/lock and unreadable directories such as /root
+  are covered by empty root-owned filesystems; ``/proc`` is the run's own, listing only its
+  processes;
 - no network: the sandbox server (one per verifier) lives in a network namespace of its own with
   only a loopback that is down and that no run may bring up. Runs of one verifier share that
   namespace (creating one per run costs more than the rest of a run), so concurrent runs could
@@ -22,24 +43,23 @@ Isolation, when the process runs as root (the common case in containers):
   that ignores SIGTERM, a daemonised grandchild) before it reports;
 - kernel limits on CPU time, address space, process count and file size, plus a wall timeout
   enforced by the caller's thread with ``select`` (no signals, so any thread may call);
-- afterwards, if the run was killed or not contained, every process of its uid and its session
+- afterwards, if the run was killed or not contained, every process of its uids and its session
   is sent SIGKILL.
 
-Without root, the limits, the wall timeout and the end of every descendant (the run's init is a
-subreaper, so even a daemon that called setsid() is reached) still apply; the network and
-filesystem are shared and the working directory is a host temporary directory removed
-afterwards; ``meta["network"]`` and ``meta["filesystem"]`` say so. With ``network="require"``
-a run that cannot be isolated is refused (status "error") instead.
+Without root, the limits, the wall timeout, the end of every descendant (the run's init is a
+subreaper, so even a daemon that called setsid() is reached) and the two processes still apply;
+the network and filesystem are shared and the working directory is a host
+temporary directory removed afterwards; ``meta["network"]`` and ``meta["filesystem"]`` say so.
+With ``network="require"`` a run that cannot be isolated is refused (status "error") instead.
 
-The verdict's meta: ``exit_code`` and ``signal`` of the program's process, ``duration`` (wall
-seconds), ``cpu_seconds``, ``limits``, ``network``, ``filesystem``, ``user``, ``uid``,
+The verdict's meta: ``exit_code`` and ``signal`` (the candidate's process's when it ended before
+the tests finished, else the tests' process's), ``duration`` (wall seconds), ``cpu_seconds``
+(the candidate's), ``limits``, ``network``, ``filesystem``, ``proc``, ``user``, ``uid``,
 ``session`` (the run's session id), ``program`` (how the program was assembled),
-``stderr_tail`` / ``stdout_tail`` (the last 2,000 characters), ``leftovers_killed`` and, for a
-failure, ``phase`` ("program" or "tests").
-
-Passing is reported through a pipe with a per-run secret, so a program that exits early
-(``os._exit(0)``) before the tests ran does not pass. This guards against accidents and naive
-reward hacks, not against a program that reads the grader's memory to find the secret.
+``candidate_calls`` (calls the tests made into the candidate), ``stderr_tail`` /
+``stdout_tail`` (the last 2,000 characters), ``leftovers_killed``; for a failure, ``phase``
+("program" or "tests"), and ``hack_suspected`` with the reason when the failure is one a policy
+gaming the grader would produce.
 """
 
 from __future__ import annotations
@@ -70,7 +90,8 @@ class CodeExec:
     """Grades code by running it against reference tests in a sandbox (see the module doc).
 
     Defaults: ``timeout=3.0`` wall seconds, ``cpu_time`` = the timeout rounded up,
-    ``memory_mb=1024``, ``max_processes=32``, ``max_file_mb=16``, ``network="isolate"``, and
+    ``memory_mb=1024``, ``max_processes=32``, ``max_file_mb=16``, ``max_written_mb=64``,
+    ``network="isolate"``, and
     ``workers`` = ``os.cpu_count()`` concurrent runs in :meth:`verify_many` (each run is one
     process, mostly busy on CPU, so more than one per core only queues). The reason for each
     limit's default is next to it in ``codeexec_limits.Limits``.
@@ -97,6 +118,7 @@ class CodeExec:
         memory_mb: int = 1024,
         max_processes: int = 32,
         max_file_mb: int = 16,
+        max_written_mb: int = 64,
         workers: int | None = None,
         network: NetworkPolicy = "isolate",
         extract_fenced: bool = True,
@@ -110,6 +132,7 @@ class CodeExec:
             memory_mb=memory_mb,
             max_processes=max_processes,
             max_file_mb=max_file_mb,
+            max_written_mb=max_written_mb,
             network=network,
         )
         if workers is None:
@@ -197,7 +220,9 @@ def _failure_reason(outcome: dict[str, Any], limits: Limits) -> str:
     kind = str(outcome.get("error_type", "error"))
     message = str(outcome.get("message") or "")
     where = outcome.get("where")
-    described = f"{kind}: {message}" if message else kind
+    # The harness's own findings (the candidate gone, a comparison it refused) read as sentences.
+    plain = kind in ("CandidateEnded", "CandidateGone", "Unverifiable")
+    described = message if plain else (f"{kind}: {message}" if message else kind)
     if kind == "MemoryError":
         return f"killed: memory limit ({limits.memory_mb} MB): MemoryError"
     if f"[Errno {errno.EFBIG}]" in message:
@@ -209,66 +234,96 @@ def _failure_reason(outcome: dict[str, Any], limits: Limits) -> str:
     return described
 
 
+def _killed_reason(exit_code: int, cpu: float, limits: Limits) -> str:
+    """Why a process that ended with ``exit_code`` (negative: a signal) did."""
+    if exit_code >= 0:
+        return f"exited with code {exit_code} before the tests finished (no result was reported)"
+    number = -exit_code
+    if number == signal.SIGXCPU or (number == signal.SIGKILL and cpu >= limits.cpu_seconds - 0.1):
+        return f"killed: CPU time limit ({limits.cpu_seconds}s)"
+    if number == signal.SIGXFSZ:
+        return f"killed: file size limit ({limits.max_file_mb} MB)"
+    if number in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
+        return (
+            f"killed by {_signal_name(number)} (native code; the memory limit is "
+            f"{limits.memory_mb} MB)"
+        )
+    return f"killed by {_signal_name(number)}"
+
+
 def _verdict(result: SandboxResult, limits: Limits, program: Program) -> Verdict:
     record = result.record or {}
-    exit_code = record.get("exit_code")
+    outcome = result.outcome or {}
+    candidate_exit = record.get("candidate_exit_code")
+    ended = outcome.get("status") == "failed" and outcome.get("error_type") == "CandidateEnded"
+    exit_code = candidate_exit if ended and candidate_exit is not None else record.get("exit_code")
     meta: dict[str, Any] = {
         "exit_code": exit_code,
         "signal": _signal_name(-exit_code)
         if isinstance(exit_code, int) and exit_code < 0
         else None,
         "duration": round(result.duration, 4),
-        "cpu_seconds": record.get("cpu_seconds"),
+        "cpu_seconds": record.get("candidate_cpu_seconds"),
         "limits": limits.as_meta(),
         "network": result.notes.get("network", "unknown: the sandbox did not report"),
         "filesystem": result.notes.get("filesystem", "unknown: the sandbox did not report"),
+        "proc": result.notes.get("proc", "the host's: no PID namespace"),
         "user": result.notes.get("user", "unknown: the sandbox did not report"),
         "uid": result.uid,
         "session": result.session,
         "program": program.assembly,
+        "candidate_calls": outcome.get("calls"),
         "stderr_tail": result.stderr_tail,
         "stdout_tail": result.stdout_tail,
         "leftovers_killed": result.leftovers_killed,
     }
-    outcome = result.outcome
     if result.error is not None:
         return Verdict.error(result.error, **meta)
     if record.get("refused"):
         return Verdict.error(f"network='require' but the network is {meta['network']}", **meta)
-    if outcome is not None and outcome.get("status") == "sandbox_error":
+    status = outcome.get("status")
+    if status == "sandbox_error":
         return Verdict.error(f"sandbox setup failed: {outcome.get('message')}", **meta)
     if result.timed_out:
         return Verdict(0.0, f"timeout after {limits.timeout}s", meta=meta)
-    if outcome is not None and outcome.get("status") == "passed":
+    if status == "passed":
         return Verdict(1.0, "passed", meta=meta)
-    if outcome is not None and outcome.get("status") == "failed":
+    if status == "error":
+        return Verdict.error(f"the tests could not be run: {outcome.get('message')}", **meta)
+    if status == "failed":
         meta["phase"] = outcome.get("phase")
-        return Verdict(0.0, _failure_reason(outcome, limits), meta=meta)
+        hack = outcome.get("hack_suspected")
+        if ended and isinstance(candidate_exit, int):
+            cpu = float(record.get("candidate_cpu_seconds") or 0.0)
+            reason = _killed_reason(candidate_exit, cpu, limits)
+            if candidate_exit >= 0 and outcome.get("phase") == "tests" and not hack:
+                hack = f"the candidate's process exited (code {candidate_exit}) during the tests"
+        else:
+            reason = _failure_reason(outcome, limits)
+        if hack:
+            meta["hack_suspected"] = str(hack)
+        return Verdict(0.0, reason, meta=meta)
+    if not record.get("final") and result.uid is None and record.get("notes"):
+        # Without root the candidate shares the init's uid and may kill it; a run it cut short
+        # that way must score as a failure, not drop out as an error.
+        meta["hack_suspected"] = "the run's init was killed before it reported"
+        return Verdict(0.0, "the run's init was killed before it reported a result", meta=meta)
     if not record.get("final"):
         return Verdict.error(
             f"the sandbox ended without a final report (exit code {result.exit_code}); "
             f"stderr: {result.stderr_tail[-300:]!r}",
             **meta,
         )
-    if isinstance(exit_code, int) and exit_code < 0:
-        number = -exit_code
-        cpu = record.get("cpu_seconds") or 0.0
-        if number == signal.SIGXCPU or (
-            number == signal.SIGKILL and cpu >= limits.cpu_seconds - 0.1
-        ):
-            return Verdict(0.0, f"killed: CPU time limit ({limits.cpu_seconds}s)", meta=meta)
-        if number == signal.SIGXFSZ:
-            return Verdict(0.0, f"killed: file size limit ({limits.max_file_mb} MB)", meta=meta)
-        if number in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
-            return Verdict(
-                0.0,
-                f"killed by {_signal_name(number)} (native code; the memory limit is "
-                f"{limits.memory_mb} MB)",
-                meta=meta,
-            )
-        return Verdict(0.0, f"killed by {_signal_name(number)}", meta=meta)
+    tests_exit = record.get("exit_code")
+    if isinstance(tests_exit, int) and tests_exit < 0:
+        why = _killed_reason(tests_exit, float(record.get("cpu_seconds") or 0.0), limits)
+        if -tests_exit in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM) and "limit" not in why:
+            # Not a limit of the kernel's: the one process of its uid that would send it is the
+            # candidate's.
+            meta["hack_suspected"] = f"the tests' process was {why}"
+        return Verdict(0.0, f"the tests' process was {why}", meta=meta)
     return Verdict(
         0.0,
-        f"exited with code {exit_code} before the tests finished (no result was reported)",
+        f"the tests' process ended with code {tests_exit} without reporting a result",
         meta=meta,
     )

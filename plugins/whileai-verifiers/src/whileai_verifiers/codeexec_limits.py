@@ -49,6 +49,10 @@ class Limits:
     # Largest file the program may write, in MB (RLIMIT_FSIZE). 16 MB: tests write small
     # fixtures; a program filling the disk stops at 16 MB per file.
     max_file_mb: int = attrs.field(default=16, validator=_positive)
+    # Everything a run may write, in MB: the size of its working directory, the one writable
+    # place in its filesystem (every other mount is read-only there). 64 MB: four files at the
+    # file limit, ample for fixtures, and a bound on the host memory a tmpfs can take.
+    max_written_mb: int = attrs.field(default=64, validator=_positive)
     # "isolate": a private network namespace where the machine allows it, otherwise run and say
     # so in the verdict's meta; "require": refuse to run (status error) without one; "allow":
     # the program shares the host's network.
@@ -73,5 +77,6 @@ class Limits:
             "memory_mb": self.memory_mb,
             "max_processes": self.max_processes,
             "max_file_mb": self.max_file_mb,
+            "max_written_mb": self.max_written_mb,
             "network": self.network,
         }

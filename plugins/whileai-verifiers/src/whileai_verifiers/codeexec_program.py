@@ -34,6 +34,8 @@ class Program:
     tests: str
     entry_point: str | None
     assembly: str
+    # The reference's prompt, whose helper functions the tests use from the trusted side.
+    prompt: str = ""
 
 
 def _unfenced(completion: str) -> tuple[str, bool]:
@@ -109,4 +111,4 @@ def build_program(completion: Any, reference: Any, *, extract_fenced: bool = Tru
         assembly = "prompt + completion"
     if fenced:
         assembly += ", fenced"
-    return Program(source, tests, entry_point, assembly)
+    return Program(source, tests, entry_point, assembly, prompt)

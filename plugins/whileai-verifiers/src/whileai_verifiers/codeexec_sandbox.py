@@ -4,7 +4,7 @@ The runner (this module, in the caller's thread) asks the verifier's sandbox ser
 run holding four pipes (job, stdout, stderr, result), and reads them with ``select`` against the
 wall deadline until the result pipe closes: no signals are used in the caller, so it works from
 any thread. The run's init closes that pipe only after every process of the run is dead (see
-``codeexec_child``). If the deadline passes, or the run could not be contained in a PID
+``sandbox.server``). If the deadline passes, or the run could not be contained in a PID
 namespace, every process of the run's uid (which no other run uses while we hold its lock) and
 of its session is sent SIGKILL, so a child that ignores SIGTERM or a grandchild that
 daemonised is gone too. A working directory made on the host (without a mount namespace) is
@@ -38,8 +38,10 @@ import attrs
 
 from whileai_verifiers.codeexec_limits import Limits
 from whileai_verifiers.codeexec_program import Program
+from whileai_verifiers.sandbox.harness import referenced_names
+from whileai_verifiers.sandbox.server import launch_command
 
-CHILD_SCRIPT = str(Path(__file__).with_name("codeexec_child.py"))
+PACKAGE_DIR = str(Path(__file__).resolve().parent)
 # A uid range no account uses: systemd's table of uid ranges lists 1879048192-2147483647 as
 # unused by any allocation scheme. Each concurrent sandbox takes its own uid, so one sandbox
 # cannot signal or read another, and the process limit counts only its own processes.
@@ -224,7 +226,7 @@ def _reports(record: dict[str, Any], nonce: str) -> tuple[dict[str, str], dict[s
 
 
 class SandboxServer:
-    """The warm process runs are forked from (``codeexec_child.serve``), started on first use.
+    """The warm process runs are forked from (``sandbox.server.serve``), started on first use.
 
     Thread-safe: a lock serialises the short request/reply; the runs themselves proceed in
     parallel. It stops when :meth:`close` is called or this object is collected (its control
@@ -244,7 +246,7 @@ class SandboxServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = subprocess.Popen(
-                [self.python, "-I", "-B", CHILD_SCRIPT, str(theirs.fileno()), self.network],
+                launch_command(self.python, PACKAGE_DIR, theirs.fileno(), self.network),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
@@ -323,12 +325,17 @@ def run_sandboxed(
 ) -> SandboxResult:
     """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root)."""
     start = time.monotonic()
+    names = referenced_names(program.tests)
+    if program.entry_point:
+        names = sorted({*names, program.entry_point})
     workdir = os.path.join(tempfile.gettempdir(), f"whileai-codeexec-{secrets.token_hex(8)}")
     nonce = secrets.token_hex(16)
     job = {
         "program": program.source,
         "tests": program.tests,
         "entry_point": program.entry_point,
+        "prompt": program.prompt,
+        "names": names,
         "workdir": workdir,
         "uid": uid,
         "nonce": nonce,
@@ -339,6 +346,7 @@ def run_sandboxed(
             "cpu_time": limits.cpu_seconds,
             "memory_mb": limits.memory_mb,
             "max_file_mb": limits.max_file_mb,
+            "max_written_mb": limits.max_written_mb,
             "max_processes": limits.max_processes,
         },
     }
