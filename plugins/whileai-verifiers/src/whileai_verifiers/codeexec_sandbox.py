@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import random
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -38,7 +40,7 @@ import attrs
 
 from whileai_verifiers.codeexec_limits import Limits
 from whileai_verifiers.codeexec_program import Program
-from whileai_verifiers.sandbox.harness import referenced_names
+from whileai_verifiers.sandbox.harness import defined_names, referenced_names
 from whileai_verifiers.sandbox.server import launch_command
 
 PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -166,11 +168,28 @@ def _live(uid: int | None, session: int) -> bool:
     )
 
 
-def await_exit(*, uid: int | None, session: int, timeout: float = 1.0) -> int:
+def await_exit(
+    *, uid: int | None, session: int, init_pid: int | None = None, timeout: float = 1.0
+) -> int:
     """Wait until every process of the run has gone (the init closes the result pipe a moment
     before it exits itself), then sweep whatever is still there; returns how many were killed.
 
-    Without this, ``verify`` could return while the run's init was still on its way out."""
+    Without this, ``verify`` could return while the run's init was still on its way out. A
+    contained run's init has already killed everything else, so its own end is the run's end:
+    a pidfd says when, without scanning /proc."""
+    if init_pid is not None:
+        try:
+            handle = os.pidfd_open(init_pid)
+        except ProcessLookupError:
+            return 0
+        except OSError:
+            pass
+        else:
+            try:
+                ended = select.select([handle], [], [], timeout)[0]
+            finally:
+                os.close(handle)
+            return 0 if ended else kill_leftovers(uid=uid, session=session, spare=-1)
     deadline = time.monotonic() + timeout
     while _live(uid, session):
         if time.monotonic() >= deadline:
@@ -316,6 +335,17 @@ def _stop_server(proc: subprocess.Popen[bytes], control: socket.socket) -> None:
         proc.wait()
 
 
+@functools.lru_cache(maxsize=1024)
+def _names_for(tests: str, prompt: str, entry_point: str | None) -> tuple[list[str], list[str]]:
+    """The program's names the tests read, and the prompt's helpers among them (which the tests
+    get from the prompt itself); cached, since the k completions of a problem share its tests."""
+    names = referenced_names(tests)
+    if not entry_point:
+        return names, []
+    helpers = sorted((set(names) & defined_names(prompt)) - {entry_point})
+    return sorted({*names, entry_point}), helpers
+
+
 def run_sandboxed(
     program: Program,
     limits: Limits,
@@ -325,9 +355,7 @@ def run_sandboxed(
 ) -> SandboxResult:
     """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root)."""
     start = time.monotonic()
-    names = referenced_names(program.tests)
-    if program.entry_point:
-        names = sorted({*names, program.entry_point})
+    names, helpers = _names_for(program.tests, program.prompt, program.entry_point)
     workdir = os.path.join(tempfile.gettempdir(), f"whileai-codeexec-{secrets.token_hex(8)}")
     nonce = secrets.token_hex(16)
     job = {
@@ -336,6 +364,7 @@ def run_sandboxed(
         "entry_point": program.entry_point,
         "prompt": program.prompt,
         "names": names,
+        "prompt_helpers": helpers,
         "workdir": workdir,
         "uid": uid,
         "nonce": nonce,
@@ -387,11 +416,15 @@ def run_sandboxed(
         # The run is over when its result pipe closes: the init that holds it closes it only
         # after everything in the run's PID namespace is dead.
         timed_out = not _pump(streams, result_read, start + limits.timeout)
-        if timed_out or not _contained(_parse_record(bytes(result.data), nonce)):
+        ran = _parse_record(bytes(result.data), nonce)
+        if timed_out or not _contained(ran):
             leftovers = kill_leftovers(uid=uid, session=pid, spare=-1)
             _pump(streams, result_read, time.monotonic() + 1.0)
         else:
-            leftovers = await_exit(uid=uid, session=pid)
+            init_pid = (ran or {}).get("init_pid")
+            leftovers = await_exit(
+                uid=uid, session=pid, init_pid=init_pid if isinstance(init_pid, int) else None
+            )
         # Everything that could write is dead now: take what is left in the pipes.
         _drain(streams)
     except OSError as exc:

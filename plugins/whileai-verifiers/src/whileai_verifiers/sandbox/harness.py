@@ -312,10 +312,26 @@ def referenced_names(tests: str) -> list[str]:
     return sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)})
 
 
-def prompt_definitions(prompt: str, entry_point: str) -> dict[str, Any]:
+def defined_names(source: str) -> set[str]:
+    """The names ``source`` defines at its top level (functions, classes, assignments)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def prompt_definitions(prompt: str, entry_point: str, uses_helpers: bool = True) -> dict[str, Any]:
     """The prompt's own helpers (``poly`` beside ``find_zero``), run here from the reference's
     text: the tests check the candidate with them, so the candidate must not supply them."""
-    if not prompt.strip():
+    if not prompt.strip() or not uses_helpers:
         return {}
     namespace: dict[str, Any] = {"__name__": "__prompt__", "__builtins__": builtins}
     try:
@@ -331,6 +347,11 @@ def run_tests(job: dict[str, Any], channel: Channel) -> dict[str, Any]:
     tests = job.get("tests") or ""
     sources = {"<tests>": tests.splitlines()}
     linecache.cache["<tests>"] = (len(tests), None, tests.splitlines(True), "<tests>")
+    # Compiled while the candidate's process loads the program, not after.
+    try:
+        code: types.CodeType | SyntaxError = compile(tests, "<tests>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        code = exc
     try:
         first = channel.receive()
     except CandidateGone as gone:
@@ -375,14 +396,20 @@ def run_tests(job: dict[str, Any], channel: Channel) -> dict[str, Any]:
             namespace[str(name)] = channel.decode(tree)
         channel.modules_allowed = False
         if entry_point:
-            namespace.update(prompt_definitions(job.get("prompt") or "", entry_point))
+            namespace.update(
+                prompt_definitions(
+                    job.get("prompt") or "", entry_point, bool(job.get("prompt_helpers"))
+                )
+            )
     except (CandidateGone, Unsupported) as exc:
         return _outcome_of(exc, channel, sources, "program")
     sys.modules["__main__"] = module
     sys.argv = ["<tests>"]
     phase = "tests"
     try:
-        exec(compile(tests, "<tests>", "exec", dont_inherit=True), namespace)
+        if isinstance(code, SyntaxError):
+            raise code
+        exec(code, namespace)
         if entry_point:
             candidate = namespace.get(entry_point)
             check = namespace.get("check")

@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+import re
 import sys
 from typing import Any
 
@@ -85,7 +87,9 @@ def _hidden_ancestor(path: str) -> str | None:
     return None
 
 
+@functools.cache
 def _interpreter_paths() -> list[str]:
+    # Computed once in the server, before it forks: every run inherits the answer.
     paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     paths.update(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
@@ -108,9 +112,15 @@ def _cover(mask: str, keep: list[str]) -> None:
         os.close(fd)
 
 
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
 def _unescape(field: str) -> str:
     # mountinfo writes space, tab, newline and backslash in a path as octal escapes.
-    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
+    if "\\" not in field:
+        return field
+    raw = _OCTAL.sub(lambda m: chr(int(m[1], 8)), field)
+    return raw.encode("latin-1", "surrogateescape").decode("utf-8", "replace")
 
 
 def mount_points() -> list[tuple[str, int]]:
@@ -186,6 +196,11 @@ def mount_proc(notes: dict[str, str]) -> None:
         notes["proc"] = f"the host's: {exc}"
     else:
         notes["proc"] = "private: the run's processes only"
+
+
+def warm() -> None:
+    """What every run would otherwise compute again: called once by the server."""
+    _interpreter_paths()
 
 
 def host_workdir(job: dict[str, Any]) -> None:

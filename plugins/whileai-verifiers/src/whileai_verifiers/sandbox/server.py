@@ -197,10 +197,13 @@ def run_job(network: str, job_fd: int, stdout_fd: int, stderr_fd: int, result_fd
         return
     uid = job.get("uid")
     notes["user"] = f"uid {uid}" if uid is not None else f"uid {os.getuid()} (not root, unchanged)"
-    # The isolation notes go out first, so the runner has them even if the run is killed.
+    # The isolation notes go out first, so the runner has them even if the run is killed; then
+    # the init's pid as the host sees it, which the runner waits on for the run's very end.
     os.write(result_fd, (json.dumps({"nonce": job["nonce"], "notes": notes}) + "\n").encode())
-    if os.fork() == 0:
+    init = os.fork()
+    if init == 0:
         init_main(job, result_fd, notes, private)
+    os.write(result_fd, (json.dumps({"nonce": job["nonce"], "init_pid": init}) + "\n").encode())
     # This process ends here: the init carries on as a child of the server, which reaps it, and
     # writes the run's record itself, so no further hop is needed once the tests end.
 
@@ -361,6 +364,7 @@ def serve(control_fd: int, network_policy: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     mounts.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     network = isolate_network(network_policy)
+    mounts.warm()
     control = socket.socket(fileno=control_fd)
     while True:
         try:
