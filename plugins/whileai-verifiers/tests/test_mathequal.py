@@ -109,9 +109,45 @@ def test_exact_decimals_do_not_round() -> None:
 
 
 def test_equal_strings_need_no_parsing() -> None:
-    verdict = MathEqual().verify("[1,2)", "[1,2)")
+    verdict = MathEqual().verify("\\frac{1}{2}", "\\frac{1}{2}")
     assert verdict.reward == 1.0
     assert verdict.meta["path"] == "fast"
+    # A comma's reading depends on its context (a set, a decimal, an interval): math-verify's.
+    interval = MathEqual().verify("[1,2)", "[1,2)")
+    assert (interval.reward, interval.meta["path"]) == (1.0, "math-verify")
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference", "reward"),
+    [
+        ("x^2+2x+1", "(x+1)^2", 1.0),
+        ("10\\sqrt3 + \\sqrt{4}", "10\\sqrt{3}+2", 1.0),
+        ("10\\sqrt3 + \\sqrt{4}", "10", 0.0),
+        ("\\frac{3}{4}i", "3/4", 0.0),
+        ("1 000", "1000", 1.0),
+    ],
+)
+def test_a_bare_completion_is_read_as_one_expression(
+    completion: str, reference: str, reward: float
+) -> None:
+    assert MathEqual(timeout=None).verify(completion, reference).reward == reward
+
+
+def test_math_verify_options_are_passed_through() -> None:
+    assert MathEqual(timeout=None).verify("$x \\leq 3$", "(-\\infty, 3]").reward == 0.0
+    relaxed = MathEqual(timeout=None, allow_set_relation_comp=True)
+    assert relaxed.verify("$x \\leq 3$", "(-\\infty, 3]").reward == 1.0
+    latex_only = MathEqual(timeout=None, extraction="latex")
+    assert latex_only.verify("The answer is $\\frac{1}{2}$", "0.5").reward == 1.0
+    assert latex_only.fast_path is False
+    assert latex_only.meta["options"]["extraction"] == "latex"
+    coarse = MathEqual(timeout=None, float_rounding=2, fast_path=False)
+    assert coarse.verify("$3.14159$", "3.14").reward == 1.0
+    assert MathEqual(timeout=None, fast_path=False).verify("$3.14159$", "3.14").reward == 0.0
+    with pytest.raises(ValueError, match="extraction must be 'any' or 'latex'"):
+        MathEqual(extraction="text")
+    with pytest.raises(ValueError, match="float_rounding must be a whole number"):
+        MathEqual(float_rounding=-1)
 
 
 @pytest.mark.parametrize(
@@ -346,3 +382,64 @@ def test_the_fast_path_agrees_with_math_verify_whenever_it_decides(
     fast = MathEqual(timeout=None).verify(completion, str(gold))
     slow = MathEqual(timeout=None, fast_path=False).verify(completion, str(gold))
     assert fast.reward == slow.reward, (completion, gold, fast, slow)
+
+
+# Ways people group digits: thousands commas (with a leading zero group too), the decimal
+# comma, spaces of several widths, apostrophes, and the period as a thousands mark.
+GROUP_MARKS = [",", " ", "\u00a0", "\u202f", "\u2009", "'", "\u2019", "."]
+
+
+def grouped(digits: str, mark: str) -> str:
+    head = len(digits) % 3 or 3
+    groups = [digits[:head]] + [digits[i : i + 3] for i in range(head, len(digits), 3)]
+    return mark.join(groups)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    whole=st.text("0123456789", min_size=1, max_size=8),
+    fraction=st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=4)),
+    group=st.sampled_from(GROUP_MARKS),
+    decimal=st.sampled_from([".", ","]),
+    sign=st.sampled_from(["", "-"]),
+    form=st.sampled_from(ANSWER_FORMS),
+    gold_form=st.sampled_from(["plain", "same", "grouped"]),
+)
+def test_the_fast_path_never_decides_against_math_verify_on_digit_groups(
+    whole: str,
+    fraction: str,
+    group: str,
+    decimal: str,
+    sign: str,
+    form: str,
+    gold_form: str,
+) -> None:
+    written = sign + grouped(whole, group) + (decimal + fraction if fraction else "")
+    plain = sign + (whole.lstrip("0") or "0") + ("." + fraction if fraction else "")
+    gold = {"plain": plain, "same": written, "grouped": sign + grouped(whole, ",")}[gold_form]
+    completion = form.format(a=written, b=7)
+    fast = MathEqual(timeout=None).verify(completion, gold)
+    if fast.meta.get("path") != "fast":
+        return
+    slow = MathEqual(timeout=None, fast_path=False).verify(completion, gold)
+    assert fast.reward == slow.reward, (completion, gold, fast.reason, slow.reason)
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference"),
+    [
+        ("0,111", "0.111"),
+        ("-0,250", "-0.25"),
+        ("The answer is 0,125", "0.125"),
+        ("0.111", "0,111"),
+        ("00,111", "0.111"),
+        ("1'000", "1000"),
+    ],
+)
+def test_decimal_commas_and_apostrophes_are_read_as_math_verify_reads_them(
+    completion: str, reference: str
+) -> None:
+    fast = MathEqual(timeout=None).verify(completion, reference)
+    slow = MathEqual(timeout=None, fast_path=False).verify(completion, reference)
+    assert fast.reward == slow.reward == 1.0, (fast, slow)
+    assert fast.meta["path"] == "math-verify"

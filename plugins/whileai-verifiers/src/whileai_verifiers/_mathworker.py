@@ -29,18 +29,34 @@ MATH_VERIFY_VERSION = version("math-verify")
 PARENT_ENV = "WHILEAI_WORKER_PARENT"
 _PR_SET_PDEATHSIG = 1
 _DECIMAL = re.compile(r"-?\d+\.\d+")
-_CONFIG = (LatexExtractionConfig(), ExprExtractionConfig())
+CONFIGS = {
+    "any": (LatexExtractionConfig(), ExprExtractionConfig()),
+    "latex": (LatexExtractionConfig(),),
+}
+# A completion with none of these and no word is one bare expression ("x^2+2x+1",
+# "10\sqrt3 + \sqrt{4}", "[1,2)"): math-verify reads it whole inside $...$, where on its own
+# it would pick out one number from it.
+# Digits split by white space ("1 000") are a grouped number to math-verify's plain reading and
+# a product inside $...$, so such a text is not read whole.
+_DELIMITED = re.compile(r"\$|\\boxed|\\\(|\\\[|#|\*\*|\d\s+\d")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
 
 # math-verify warns once that its timeout is off; the deadline is enforced by the caller.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
-def _parse_text(text: str) -> list[Any]:
-    return list(parse(text, extraction_config=_CONFIG, parsing_timeout=None))
+def _parse_text(text: str, extraction: str = "any") -> list[Any]:
+    return list(parse(text, extraction_config=CONFIGS[extraction], parsing_timeout=None))
+
+
+def is_bare(answer: str) -> bool:
+    """Whether ``answer`` is one expression and nothing else (no prose, no delimiters)."""
+    return not _DELIMITED.search(answer) and not _WORD.search(_COMMAND.sub(" ", answer))
 
 
 @functools.lru_cache(maxsize=4096)
-def parse_reference(reference: str) -> tuple[Any, ...]:
+def parse_reference(reference: str, extraction: str = "any") -> tuple[Any, ...]:
     """A reference parsed once per distinct string.
 
     A reference is the answer alone, so bare LaTeX (``\\{1,2\\}``, ``[1,2)``) is read as math:
@@ -48,17 +64,22 @@ def parse_reference(reference: str) -> tuple[Any, ...]:
     """
     parsed: list[Any] = []
     if "$" not in reference:
-        parsed = _parse_text(f"${reference}$")
+        parsed = _parse_text(f"${reference}$", extraction)
     if not parsed:
-        parsed = _parse_text(reference)
+        parsed = _parse_text(reference, extraction)
     return tuple(parsed)
 
 
-def parse_answer(answer: str) -> list[Any]:
-    """The answer a completion gives (math-verify's extraction: anchors, boxed, last match)."""
-    parsed = _parse_text(answer)
+def parse_answer(answer: str, extraction: str = "any") -> list[Any]:
+    """The answer a completion gives: a bare expression read whole; otherwise math-verify's
+    extraction (anchors, boxed, last match)."""
+    if is_bare(answer):
+        whole = _parse_text(f"${answer}$", extraction)
+        if whole:
+            return whole
+    parsed = _parse_text(answer, extraction)
     if not parsed and "$" not in answer and ("\\" in answer or "{" in answer):
-        parsed = _parse_text(f"${answer}$")
+        parsed = _parse_text(f"${answer}$", extraction)
     return parsed
 
 
@@ -72,19 +93,24 @@ def _shown(parsed: Any) -> str:
     return text
 
 
-def compare(answer: str, references: list[str], strict: bool = True) -> dict[str, Any]:
-    """Whether ``answer`` equals any reference; what each side parsed to."""
-    got = parse_answer(answer)
+def compare(
+    answer: str, references: list[str], strict: bool = True, **options: Any
+) -> dict[str, Any]:
+    """Whether ``answer`` equals any reference; what each side parsed to. ``options``:
+    ``extraction`` ("any" or "latex") and math-verify's ``float_rounding``,
+    ``numeric_precision`` and ``allow_set_relation_comp``."""
+    extraction = options.pop("extraction", "any")
+    got = parse_answer(answer, extraction)
     unparsed = []
     last_gold = ""
     for reference in references:
-        gold = parse_reference(reference)
+        gold = parse_reference(reference, extraction)
         # Only the raw string came back (math-verify's fallback): nothing was read as math.
         if all(isinstance(g, str) for g in gold):
             unparsed.append(reference)
             continue
         last_gold = _shown(gold)
-        if got and verify(list(gold), got, strict=strict, timeout_seconds=None):
+        if got and verify(list(gold), got, strict=strict, timeout_seconds=None, **options):
             return {"equal": True, "answer": _shown(got), "reference": last_gold}
     return {
         "equal": False,
@@ -133,7 +159,12 @@ def serve() -> None:
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            reply = compare(request["answer"], request["references"], request.get("strict", True))
+            reply = compare(
+                request["answer"],
+                request["references"],
+                request.get("strict", True),
+                **request.get("options", {}),
+            )
         except Exception as exc:
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         out.write(json.dumps(reply) + "\n")

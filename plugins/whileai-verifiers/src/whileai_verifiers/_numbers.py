@@ -20,7 +20,7 @@ _NUMBER = re.compile(
     (?P<sign>[-−+])?
     (?:(?P<currency>[$€£¥₹]|\\\$)\s?)?
     (?P<sign2>[-−])?
-    (?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
+    (?P<digits>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
     (?:
         (?:[eE](?P<exp>[-+]?\d+))
         |
@@ -84,10 +84,16 @@ def whole_number(text: str) -> NumberToken | None:
     return _token(match) if match else None
 
 
+def _leading_zero(token: NumberToken) -> bool:
+    # "01", "-007": math-verify's reading of these depends on the sign and the context.
+    digits = token.text.lstrip("-−+$€£¥₹\\ ")
+    return len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
+
+
 def plain_decimal(text: str) -> Decimal | None:
-    """``text`` as an exact decimal when it is a plainly written number (no %)."""
+    """``text`` as an exact decimal when it is a plainly written number (no %, no leading 0)."""
     token = whole_number(text)
-    if token is None or token.percent:
+    if token is None or token.percent or _leading_zero(token):
         return None
     return token.value
 
@@ -100,9 +106,11 @@ def shown(value: Decimal) -> str:
 
 
 # Characters next to a number that make it part of something bigger (a fraction, a power, a
-# LaTeX group, a decimal comma, a digit group written with spaces): the fast path steps aside.
-_UNSAFE_BEFORE = set("/^\\{_*.,")
-_UNSAFE_AFTER = set("/^\\}_*(,.")
+# LaTeX group, a decimal comma, a digit group written with spaces or apostrophes): the fast path
+# steps aside. A comma group is thousands only when its first group has no leading zero:
+# math-verify reads "0,111" and "00,111" as decimals, so the pattern above does not take them.
+_UNSAFE_BEFORE = set("/^\\{_*.,'’")
+_UNSAFE_AFTER = set("/^\\}_*(,.'’")
 _OPERATORS = set("+-−*/^×÷")
 _ANSWER_ANCHOR = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*:?", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
@@ -111,7 +119,8 @@ _BOLD = re.compile(r"(?<![\w*])\*\*([^*\n]+)\*\*(?![\w*])")
 
 
 def _isolated(region: str, token: NumberToken) -> bool:
-    before = region[: token.start].rstrip(" $")
+    # Any white space (a no-break or thin space groups digits too), not only " ".
+    before = region[: token.start].rstrip().rstrip("$").rstrip()
     after = region[token.end :]
     if before and (before[-1] in _UNSAFE_BEFORE or before[-1].isdigit()):
         return False
@@ -121,7 +130,7 @@ def _isolated(region: str, token: NumberToken) -> bool:
         return False
     if after[:1] in _UNSAFE_AFTER - {",", "."}:
         return False
-    following = after.lstrip(" ")
+    following = after.lstrip()
     # "3 / 4", "10 - 4": the number is an operand, not the answer.
     if following[:1] in _OPERATORS and following[1:].lstrip(" ")[:1].isalnum():
         return False
@@ -159,6 +168,6 @@ def plain_answer(text: str) -> Decimal | None:
     if not tokens:
         return None
     token = tokens[0] if first else tokens[-1]
-    if token.percent or not _isolated(region, token):
+    if token.percent or _leading_zero(token) or not _isolated(region, token):
         return None
     return token.value

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from importlib.metadata import version
@@ -45,8 +46,16 @@ def _reference_number(reference: str) -> Decimal | None:
     return plain_decimal(reference)
 
 
+# A comma, an apostrophe or white space between digits: math-verify may read such a text as a
+# set, a decimal or a grouped number depending on its context, so equal text proves nothing.
+_AMBIGUOUS = re.compile(r"[,'’]|\d\s+\d")
+
+
 def _same_text(a: str, b: str) -> bool:
-    """Equal as written, up to whitespace, enclosing ``$`` and a final full stop."""
+    """Equal as written, up to whitespace, enclosing ``$`` and a final full stop, for texts
+    whose reading does not depend on their context."""
+    if _AMBIGUOUS.search(b):
+        return False
 
     def norm(text: str) -> str:
         text = " ".join(text.split()).strip("$ ")
@@ -78,6 +87,10 @@ class MathEqual:
         on_timeout: str = "error",
         strict: bool = True,
         fast_path: bool = True,
+        float_rounding: int = 6,
+        numeric_precision: int = 15,
+        allow_set_relation_comp: bool = False,
+        extraction: str = "any",
     ) -> None:
         if timeout is not None and not timeout > 0:
             raise ValueError(
@@ -85,6 +98,14 @@ class MathEqual:
             )
         if on_timeout not in ("error", "fail"):
             raise ValueError(f"on_timeout must be 'error' or 'fail', got {on_timeout!r}")
+        for name, value in (
+            ("float_rounding", float_rounding),
+            ("numeric_precision", numeric_precision),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+        if extraction not in ("any", "latex"):
+            raise ValueError(f"extraction must be 'any' or 'latex', got {extraction!r}")
         workers = default_workers() if workers is None else workers
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
@@ -92,13 +113,23 @@ class MathEqual:
         self.workers = workers
         self.on_timeout = on_timeout
         self.strict = strict
-        self.fast_path = fast_path
+        # The fast path reads plain numbers the way math-verify's plain-text extraction does;
+        # with LaTeX-only extraction that reading is not math-verify's, so it stays off.
+        self.fast_path = fast_path and extraction == "any"
+        self.float_rounding = float_rounding
+        self.math_verify_options = {
+            "extraction": extraction,
+            "float_rounding": float_rounding,
+            "numeric_precision": numeric_precision,
+            "allow_set_relation_comp": allow_set_relation_comp,
+        }
         self.options = {
             "timeout": self.timeout,
             "workers": workers,
             "on_timeout": on_timeout,
             "strict": strict,
             "fast_path": fast_path,
+            **self.math_verify_options,
         }
         self.meta = {"math_verify": version("math-verify"), "options": dict(self.options)}
         self._pool: WorkerPool | None = None
@@ -153,6 +184,11 @@ class MathEqual:
         answer = plain_answer(completion)
         if answer is None:
             return None
+        # math-verify rounds to float_rounding places: past them its equality is not exact
+        # decimal equality, so only it decides.
+        places = self.float_rounding
+        if any(-n.normalize().as_tuple().exponent > places for n in (answer, *numbers) if n):  # type: ignore[operator]
+            return None
         for number in numbers:
             if answer == number:
                 return Verdict(1.0, f"{shown(answer)} == {shown(answer)}", meta={"path": "fast"})
@@ -160,11 +196,18 @@ class MathEqual:
         return Verdict(0.0, f"{shown(answer)} != {wanted}", meta={"path": "fast"})
 
     def _slow(self, completion: str, references: list[str]) -> Verdict:
-        payload = {"answer": completion, "references": references, "strict": self.strict}
+        payload = {
+            "answer": completion,
+            "references": references,
+            "strict": self.strict,
+            "options": self.math_verify_options,
+        }
         if self.timeout is None:
             from whileai_verifiers import _mathworker
 
-            reply = _mathworker.compare(completion, references, self.strict)
+            reply = _mathworker.compare(
+                completion, references, self.strict, **self.math_verify_options
+            )
         else:
             if self._pool is None:
                 self._pool = WorkerPool(_WORKER_MODULE, self.workers)
