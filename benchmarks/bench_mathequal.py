@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import ratio_line, timed
 
 DATA = Path(__file__).resolve().parent / "data" / "mathequal_pairs.jsonl"
-TARGET_GSM8K_SPEEDUP = 3.0
+# GSM8K-style pairs are what the fast path is for: at least ten times math-verify called
+# directly, at equal or better agreement with the labels.
+TARGET_GSM8K_SPEEDUP = 10.0
 
 
 def load(quick: bool) -> list[dict[str, Any]]:
