@@ -118,6 +118,15 @@ def enter(job: dict[str, Any], uid: int | None) -> None:
     apply_limits(job)
 
 
+def _exit(status: int) -> None:
+    """End a run's process at once, after what it printed has gone out."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
+
+
 def candidate_main(job: dict[str, Any], requests: int, replies: int) -> None:
     """The candidate's process: never returns."""
     status = 0
@@ -127,11 +136,7 @@ def candidate_main(job: dict[str, Any], requests: int, replies: int) -> None:
     except BaseException:
         status = 70
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(status)
+        _exit(status)
 
 
 def tests_main(job: dict[str, Any], requests: int, replies: int, report_fd: int) -> None:
@@ -152,11 +157,7 @@ def tests_main(job: dict[str, Any], requests: int, replies: int, report_fd: int)
         with contextlib.suppress(OSError):
             os.write(report_fd, (json.dumps(failure) + "\n").encode())
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(status)
+        _exit(status)
 
 
 def _read_available(fd: int) -> bytes:
