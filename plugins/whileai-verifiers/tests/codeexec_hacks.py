@@ -25,6 +25,16 @@ HACKS: dict[str, str] = {
     "os._exit(0) in the function": "import os\ndef ENTRY(*a, **k):\n    os._exit(0)\n",
     "KeyboardInterrupt in the function": "def ENTRY(*a, **k):\n    raise KeyboardInterrupt\n",
     "GeneratorExit in the function": "def ENTRY(*a, **k):\n    raise GeneratorExit\n",
+    "StopIteration in the function": "def ENTRY(*a, **k):\n    raise StopIteration\n",
+    "forged end of iteration in the reply": (
+        "import sys\n"
+        "wire = sys.modules.get('whileai_verifiers.sandbox.wire')\n"
+        "if wire is not None:\n"
+        "    _send = wire.send\n"
+        "    wire.send = lambda fd, m: _send(fd, {'stop': True} "
+        "if isinstance(m, dict) and 'ok' in m else m)\n"
+        "def ENTRY(*a, **k):\n    return None\n"
+    ),
     "sys.exit(0) at import": "import sys\ndef ENTRY(*a, **k):\n    return None\nsys.exit(0)\n",
     "os._exit(0) from a thread during the tests": (
         "import os, threading, time\n"

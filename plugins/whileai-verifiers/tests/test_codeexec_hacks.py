@@ -109,6 +109,19 @@ def test_a_caught_exit_still_fails(code: CodeExec) -> None:
     assert verdict.meta["hack_suspected"]
 
 
+def test_ending_the_tests_loop_early_does_not_pass(code: CodeExec) -> None:
+    # all(map(...)) over the cases: a StopIteration out of a call would end map as if no case
+    # were left, and all() of nothing is True.
+    tests = "assert all(map(lambda x: increment(x) == x + 1, [1, 2, 3]))\n"
+    assert code.verify("def increment(x):\n    return x + 1\n", tests).reason == "passed"
+    for hack in ("StopIteration in the function", "forged end of iteration in the reply"):
+        verdict = code.verify(completion(hack, "increment"), tests)
+        assert_failed_plainly(verdict, hack)
+        assert verdict.meta["hack_suspected"], hack
+    generator = "def squares(n):\n    for i in range(n):\n        yield i * i\n"
+    assert code.verify(generator, "assert list(squares(3)) == [0, 1, 4]\n").reason == "passed"
+
+
 def test_the_prompts_helpers_come_from_the_reference_not_the_candidate(code: CodeExec) -> None:
     # HumanEval/38 checks decode_cyclic with the prompt's encode_cyclic: a candidate that
     # redefines the helper as the identity must not make its own identity decoder pass.
@@ -143,6 +156,20 @@ def test_plain_values_cross_exactly(code: CodeExec) -> None:
         "assert v[6] == 'é\\ud800' and v[7] == b'\\x00' and type(v[8]) is bytearray\n"
         "assert v[9] == [1, (2, 3)] and type(v[9][1]) is tuple\n"
         "assert v[10] == {1: {'a'}} and v[11] == frozenset({4})\n"
+    )
+    assert code.verify(program, tests).reason == "passed"
+
+
+def test_exact_fractions_and_decimals_cross_as_values(code: CodeExec) -> None:
+    program = (
+        "from fractions import Fraction\nfrom decimal import Decimal\n"
+        "def half():\n    return Fraction(1, 2)\n"
+        "def price():\n    return Decimal('1.10')\n"
+    )
+    tests = (
+        "from fractions import Fraction\nfrom decimal import Decimal\n"
+        "assert half() == Fraction(1, 2) and type(half()) is Fraction\n"
+        "assert price() == Decimal('1.1') and str(price()) == '1.10'\n"
     )
     assert code.verify(program, tests).reason == "passed"
 

@@ -86,7 +86,7 @@ def whole_number(text: str) -> NumberToken | None:
 
 def _leading_zero(token: NumberToken) -> bool:
     # "01", "-007": math-verify's reading of these depends on the sign and the context.
-    digits = token.text.lstrip("-−+$€£¥₹\\ ")
+    digits = token.text.lstrip(f"-−+{_CURRENCY}\\ ")
     return len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
 
 

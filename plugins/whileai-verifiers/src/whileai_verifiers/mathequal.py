@@ -46,15 +46,18 @@ def _reference_number(reference: str) -> Decimal | None:
     return plain_decimal(reference)
 
 
-# A comma, an apostrophe or white space between digits: math-verify may read such a text as a
-# set, a decimal or a grouped number depending on its context, so equal text proves nothing.
-_AMBIGUOUS = re.compile(r"[,'’]|\d\s+\d")
+# A comma, an apostrophe, white space between digits or a second decimal point: math-verify may
+# read such a text as a set, a decimal, a product or a grouped number depending on its context,
+# so equal text proves nothing.
+_AMBIGUOUS = re.compile(r"[,'’]|\d\s+\d|\d\.\d*\.")
+# LaTeX markup: two identical LaTeX expressions are the same expression wherever they stand.
+_LATEX = re.compile(r"\\[A-Za-z]+|[{}^_]")
 
 
 def _same_text(a: str, b: str) -> bool:
-    """Equal as written, up to whitespace, enclosing ``$`` and a final full stop, for texts
-    whose reading does not depend on their context."""
-    if _AMBIGUOUS.search(b):
+    """Equal as written, up to whitespace, enclosing ``$`` and a final full stop, for a LaTeX
+    expression or a number the fast path reads, whose reading does not depend on its context."""
+    if _AMBIGUOUS.search(b) or not (_LATEX.search(b) or _reference_number(b) is not None):
         return False
 
     def norm(text: str) -> str:

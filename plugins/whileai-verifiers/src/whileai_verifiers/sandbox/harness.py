@@ -1,7 +1,7 @@
 """The tests' process: the trusted side, and the only one whose report can say "passed".
 
-It runs the reference's tests in an interpreter the candidate never ran code in, under another
-uid (or, without root, marked non-dumpable so the candidate cannot trace it or open its files).
+It runs the reference's tests in an interpreter the candidate never ran code in, marked
+non-dumpable so the candidate's process (the same uid) cannot trace it or open its files.
 The program's names the tests use are stand-ins: calling one sends the arguments, as plain
 values, to the candidate's process and returns what came back, decoded into plain values
 (``wire``). So every comparison, ``assert`` and ``unittest`` check runs here, on values alone;
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import linecache
 import sys
@@ -49,26 +50,38 @@ class RemoteError(Exception):
     remote: dict[str, Any]
 
 
-_remote_classes: dict[str, type[BaseException]] = {}
+@functools.cache
+def _remote_class(base: type[Exception]) -> type[Exception]:
+    return type(base.__name__, (base, RemoteError), {"__module__": "builtins"})
 
 
 def remote_exception(description: dict[str, Any], args: list[Any]) -> BaseException:
     """An exception of the builtin class the candidate's derives from, so ``except ValueError``
     in a test catches a ValueError the candidate raised; marked as the candidate's."""
-    base_name = str(description.get("base") or "Exception")
-    base = getattr(builtins, base_name, None)
+    base = getattr(builtins, str(description.get("base") or "Exception"), None)
     if not (isinstance(base, type) and issubclass(base, Exception)):
         base = Exception
-    cls = _remote_classes.get(base.__name__)
-    if cls is None:
-        cls = type(base.__name__, (base, RemoteError), {"__module__": "builtins"})
-        _remote_classes[base.__name__] = cls
+    cls = _remote_class(base)
     try:
         exc = cls(*args)
     except Exception:
         exc = cls(str(description.get("message", "")))
     exc.remote = description  # type: ignore[attr-defined]
     return exc
+
+
+# Exceptions that steer the tests' own control flow rather than report an error: an exit ends
+# them, and a StopIteration out of a call ends the loop the call is in, as if no case were left.
+_CONTROL_FLOW = frozenset(
+    {
+        "SystemExit",
+        "KeyboardInterrupt",
+        "GeneratorExit",
+        "BaseException",
+        "StopIteration",
+        "StopAsyncIteration",
+    }
+)
 
 
 class Channel:
@@ -155,7 +168,7 @@ class Channel:
         return self.receive()
 
     def ask(self, request: dict[str, Any]) -> Any:
-        return self.interpret(self.exchange(request))
+        return self.interpret(self.exchange(request), iterating=request.get("op") == "next")
 
     def call(self, ref: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         request = {
@@ -170,10 +183,16 @@ class Channel:
             self.copy_back(reply.get("mutated"), args, kwargs)
         return self.interpret(reply)
 
-    def interpret(self, reply: dict[str, Any]) -> Any:
+    def interpret(self, reply: dict[str, Any], *, iterating: bool = False) -> Any:
         if "ok" in reply:
             return self.decode(reply["ok"])
         if "stop" in reply:
+            # Only the end of an iteration: anywhere else a StopIteration would end whatever
+            # loop the tests are in (``all(map(check, cases))`` would pass on no cases).
+            if not iterating:
+                self.fail_gone(
+                    "the candidate's process ended an iteration it was not in", hack=True
+                )
             raise StopIteration
         if "unsendable" in reply:
             raise CandidateValueError(
@@ -183,7 +202,7 @@ class Channel:
         if type(raised) is not dict:
             self.fail_gone("the candidate's process sent an unknown reply", hack=True)
         base = str(raised.get("base") or "")
-        if base in ("SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseException"):
+        if base in _CONTROL_FLOW:
             message = short(str(raised.get("message") or ""))
             self.fail_gone(f"{base}({message}) raised by the candidate during the tests", hack=True)
         args = self.decode(raised.get("args", {"l": []}))

@@ -34,6 +34,7 @@ say what isolation the result had.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -75,8 +76,6 @@ def isolate_network(policy: str) -> str:
     if os.geteuid() != 0:
         return "not isolated: creating a network namespace needs root"
     if mounts.libc.unshare(mounts.CLONE_NEWNET) != 0:
-        import ctypes
-
         return f"not isolated: unshare(CLONE_NEWNET) failed ({os.strerror(ctypes.get_errno())})"
     return "isolated"
 

@@ -2,7 +2,8 @@
 
 Only values whose meaning is fixed by Python itself cross: ``None``, ``bool``, ``int``,
 ``float``, ``complex``, ``str``, ``bytes``, ``bytearray`` and ``list``, ``tuple``, ``dict``,
-``set``, ``frozenset`` of them, each of exactly that type (a subclass of ``int`` could carry
+``set``, ``frozenset`` of them, and the standard library's ``fractions.Fraction`` and
+``decimal.Decimal``, each of exactly that type (a subclass of ``int`` could carry
 an ``__eq__`` of the candidate's). Anything else stays in the process that owns it and crosses
 as a handle, ``{"h": id}``, that the other side can only call, read attributes of or iterate,
 never compare. The trusted side decodes with ``decode``, which builds nothing but these types
@@ -19,6 +20,8 @@ import json
 import os
 import struct
 from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 # Deeper than this is almost surely a cycle or a bomb; no test compares such a value.
@@ -92,6 +95,15 @@ def _encode(value: Any, other: Callable[[Any], dict[str, Any]], depth: int, budg
         return {"ba": base64.b64encode(bytes(value)).decode("ascii")}
     if kind is complex:
         return {"c": [value.real, value.imag]}
+    if kind is Fraction:
+        return {
+            "q": [
+                _encode(value.numerator, other, deeper, budget),
+                _encode(value.denominator, other, deeper, budget),
+            ]
+        }
+    if kind is Decimal:
+        return {"m": str(value)}
     return other(value)
 
 
@@ -148,6 +160,13 @@ def _decode(tree: Any, handle: Callable[[dict[str, Any]], Any], depth: int, budg
         if type(real) not in (int, float) or type(imag) not in (int, float):
             raise WireError("malformed value: a complex is two numbers")
         return complex(real, imag)
+    if tag == "q" and type(body) is list and len(body) == 2:
+        numerator, denominator = (_decode(part, handle, deeper, budget) for part in body)
+        if type(numerator) is not int or type(denominator) is not int or denominator <= 0:
+            raise WireError("malformed value: a fraction is two whole numbers")
+        return Fraction(numerator, denominator)
+    if tag == "m" and type(body) is str and len(body) <= 4096:
+        return Decimal(body)
     raise WireError(f"malformed value: unknown tag {tag!r}")
 
 
