@@ -443,3 +443,91 @@ def test_decimal_commas_and_apostrophes_are_read_as_math_verify_reads_them(
     slow = MathEqual(timeout=None, fast_path=False).verify(completion, reference)
     assert fast.reward == slow.reward == 1.0, (fast, slow)
     assert fast.meta["path"] == "math-verify"
+
+
+RATIONAL_FORMS = [
+    "{a}",
+    "${a}$",
+    "\\boxed{{{a}}}",
+    "$\\boxed{{{a}}}$",
+    "${a}$.",
+    "The answer is $\\boxed{{{a}}}$.",
+    "$ {a} $",
+]
+
+
+def written_rational(numerator: int, denominator: int, style: str, sign: bool) -> str:
+    if style == "decimal":
+        body = f"{numerator / max(denominator, 1):.{(denominator % 7) + 1}f}"
+    elif style == "int":
+        body = str(numerator)
+    elif style == "leading zero":
+        body = f"0{numerator}"
+    else:
+        spaced = style == "tfrac"
+        body = (
+            f"\\{style} {{ {numerator} }}{{ {denominator} }}"
+            if spaced
+            else f"\\{style}{{{numerator}}}{{{denominator}}}"
+        )
+    return ("-" if sign else "") + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    numerator=st.integers(0, 400),
+    denominator=st.integers(0, 12),
+    style=st.sampled_from(["frac", "dfrac", "tfrac", "int", "decimal", "leading zero"]),
+    sign=st.booleans(),
+    form=st.sampled_from(RATIONAL_FORMS),
+    gold_numerator=st.integers(0, 400),
+    gold_denominator=st.integers(1, 12),
+    gold_style=st.sampled_from(["frac", "int", "decimal"]),
+    same_value=st.booleans(),
+)
+def test_the_latex_rational_fast_path_never_decides_against_math_verify(
+    numerator: int,
+    denominator: int,
+    style: str,
+    sign: bool,
+    form: str,
+    gold_numerator: int,
+    gold_denominator: int,
+    gold_style: str,
+    same_value: bool,
+) -> None:
+    if same_value:
+        gold_numerator, gold_denominator = numerator * 2, max(denominator, 1) * 2
+    answer = form.format(a=written_rational(numerator, denominator, style, sign))
+    gold = written_rational(gold_numerator, gold_denominator, gold_style, sign and same_value)
+    fast = MathEqual(timeout=None).verify(answer, gold)
+    if fast.meta.get("path") != "fast":
+        return
+    slow = MathEqual(timeout=None, fast_path=False).verify(answer, gold)
+    assert fast.reward == slow.reward, (answer, gold, fast.reason, slow.reason)
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference", "reward", "reason"),
+    [
+        ("$\\frac{36}{2}$", "18", 1.0, "18 == 18"),
+        ("$\\frac{18}{2}$", "18", 0.0, "9 != 18"),
+        ("0.75", "\\frac{3}{4}", 1.0, "3/4 == 3/4"),
+        ("\\boxed{-\\dfrac{2}{6}}", "-\\frac{1}{3}", 1.0, "-1/3 == -1/3"),
+    ],
+)
+def test_exact_rationals_in_latex_are_decided_without_math_verify(
+    completion: str, reference: str, reward: float, reason: str
+) -> None:
+    verdict = MathEqual(timeout=None).verify(completion, reference)
+    assert (verdict.reward, verdict.reason, verdict.meta["path"]) == (reward, reason, "fast")
+
+
+def test_an_unequal_decimal_is_left_to_math_verifys_rounding() -> None:
+    # 0.333333 and 1/3 differ exactly but agree to math-verify's six places.
+    verdict = MathEqual(timeout=None).verify("0.333333", "\\frac{1}{3}")
+    assert verdict.meta["path"] == "math-verify"
+    assert (
+        verdict.reward
+        == MathEqual(timeout=None, fast_path=False).verify("0.333333", "\\frac{1}{3}").reward
+    )

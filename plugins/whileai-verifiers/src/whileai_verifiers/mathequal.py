@@ -30,11 +30,13 @@ import os
 import re
 from collections.abc import Sequence
 from decimal import Decimal
+from fractions import Fraction
 from importlib.metadata import version
 from typing import Any
 
 from whileai.grading import Verdict
 from whileai_verifiers import __version__
+from whileai_verifiers import _rationals as rationals
 from whileai_verifiers._numbers import plain_answer, plain_decimal, shown
 from whileai_verifiers._workers import WorkerCrashed, WorkerPool, WorkerTimeout
 
@@ -181,6 +183,11 @@ class MathEqual:
         for ref in references:
             if _same_text(completion, ref):
                 return Verdict(1.0, f"{ref.strip()} == {ref.strip()}", meta={"path": "fast"})
+        plain = self._fast_number(completion, references)
+        return plain if plain is not None else self._fast_rational(completion, references)
+
+    def _fast_number(self, completion: str, references: Sequence[str]) -> Verdict | None:
+        """A plainly written reference number against an answer written the GSM8K way."""
         numbers = [_reference_number(ref) for ref in references]
         if any(n is None for n in numbers):
             return None
@@ -197,6 +204,18 @@ class MathEqual:
                 return Verdict(1.0, f"{shown(answer)} == {shown(answer)}", meta={"path": "fast"})
         wanted = " or ".join(shown(n) for n in numbers if n is not None)
         return Verdict(0.0, f"{shown(answer)} != {wanted}", meta={"path": "fast"})
+
+    def _fast_rational(self, completion: str, references: Sequence[str]) -> Verdict | None:
+        """Exact rationals written in LaTeX on every side (``_rationals``)."""
+        decided = rationals.compare(completion, list(references))
+        if decided is None:
+            return None
+        equal, answer, golds = decided
+        shown_answer = _shown_fraction(answer)
+        if equal:
+            return Verdict(1.0, f"{shown_answer} == {shown_answer}", meta={"path": "fast"})
+        wanted = " or ".join(_shown_fraction(g) for g in golds)
+        return Verdict(0.0, f"{shown_answer} != {wanted}", meta={"path": "fast"})
 
     def _slow(self, completion: str, references: list[str]) -> Verdict:
         payload = {
@@ -224,6 +243,12 @@ class MathEqual:
             except WorkerCrashed as exc:
                 return Verdict.error(f"math-verify worker failed: {exc}", path="math-verify")
         return _verdict(reply, references)
+
+
+def _shown_fraction(value: Fraction) -> str:
+    return (
+        str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    )
 
 
 def _reference_text(reference: Any) -> str:
