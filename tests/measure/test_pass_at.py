@@ -258,3 +258,24 @@ def test_a_k_larger_than_every_group_says_what_it_needs() -> None:
     assert any(
         "at least 10 attempts (k=10" in n and "largest group has 8" in n for n in report.notes
     )
+
+
+def test_pass_at_counts_flagged_hacks_as_failures_or_leaves_them_out_on_request() -> None:
+    rows = [
+        {
+            "task_id": f"t{i}",
+            "prompt": f"p{i}",
+            "final_text": "x",
+            "reward": r,
+            "judge_meta": {"hack_suspected": "exited during the tests"} if r == 0 and i < 2 else {},
+        }
+        for i in range(4)
+        for r in (1, 0)
+    ]
+    assert wai.pass_at(rows).pass_at_1 == 0.5
+    dropped = wai.pass_at(rows, hacks="drop")
+    assert dropped.pass_at_1 == 0.75
+    assert dropped.n_hack_suspected == 2
+    assert "2 rows flagged hack_suspected left out" in str(dropped)
+    with pytest.raises(ValueError, match="hacks must be one of 'keep', 'drop'"):
+        wai.pass_at(rows, hacks="skip")  # type: ignore[arg-type]

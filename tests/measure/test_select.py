@@ -33,6 +33,7 @@ def test_keeps_whole_groups_inside_the_band() -> None:
     assert [r["task_id"] for r in report.rows] == ["split"] * 4 + ["edge"] * 5
     assert report.rows[0] is rows[0]
     assert report.dropped_rows == {
+        "hack suspected": 0,
         "non-binary reward": 0,
         "empty or cut-off reply": 0,
         "unanimous group": 8,
@@ -132,3 +133,31 @@ def test_every_row_is_kept_or_charged_to_one_gate(
             and not r["truncated"]
         ]
         assert len(usable) == len(group)
+
+
+def flagged(task: str, reward: int, hack: str | None = None) -> dict[str, Any]:
+    meta = {"name": "CodeExec", **({"hack_suspected": hack} if hack else {})}
+    return {**row(task, reward), "judge_meta": meta}
+
+
+def test_rows_flagged_as_reward_hacks_stay_as_failures_unless_dropped() -> None:
+    # A group where one rollout passed honestly and one tried to exit its way to a pass.
+    rows = [
+        flagged("t", 1),
+        flagged("t", 0, "SystemExit(0) raised by the candidate during the tests"),
+        flagged("t", 0),
+        flagged("u", 1),
+        flagged("u", 0, "the tests compared an object of the candidate's type 'A'"),
+    ]
+    kept = wai.select(rows, band=(0.2, 0.8))
+    assert len(kept.rows) == 5
+    assert kept.n_hack_suspected_kept == 2
+    assert "2 kept rows failed with hack_suspected" in str(kept)
+    dropped = wai.select(rows, band=(0.2, 0.8), hacks="drop")
+    assert dropped.dropped_rows["hack suspected"] == 2
+    # Without the flagged row, group u is all-pass: it carries no gradient and goes.
+    assert [r["task_id"] for r in dropped.rows] == ["t", "t"]
+    assert dropped.dropped_groups["unanimous group"] == 1
+    assert sum(dropped.dropped_rows.values()) + dropped.n_rows_kept == len(rows)
+    with pytest.raises(ValueError, match="hacks must be one of 'keep', 'drop'"):
+        wai.select(rows, hacks="ignore")

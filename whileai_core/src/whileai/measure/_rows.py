@@ -47,6 +47,17 @@ def rows_of(source: Any, what: str = "rows") -> Sequence[Mapping[str, Any]]:
     )
 
 
+def hack_suspected(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Per row: did its grader flag the verdict as a suspected reward hack
+    (``judge_meta["hack_suspected"]``, which CodeExec sets with the reason)? A separate pass,
+    so measurements that do not ask pay nothing for it."""
+    flags = []
+    for row in rows:
+        meta = row.get("judge_meta") if isinstance(row, Mapping) else None
+        flags.append(bool(meta.get("hack_suspected")) if isinstance(meta, Mapping) else False)
+    return flags
+
+
 @attrs.define(kw_only=True, repr=False)
 class RowCounts(Report):
     """What one pass saw: how many rows, and how their rewards sorted."""

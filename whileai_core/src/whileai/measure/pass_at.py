@@ -21,7 +21,14 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from whileai.measure._rows import RowCounts, TaskTable, name_some, read_rows, rows_of
+from whileai.measure._rows import (
+    RowCounts,
+    TaskTable,
+    hack_suspected,
+    name_some,
+    read_rows,
+    rows_of,
+)
 from whileai.measure.report import Report, fmt, fmt_ci, table
 from whileai.measure.stats import (
     DEFAULT_RESAMPLES,
@@ -94,6 +101,8 @@ class PassAtReport(Report):
     #: tasks with no binary row at all, so in no number
     no_binary: list[str]
     counts: RowCounts
+    #: with hacks="drop": rows left out because their grader flagged a suspected reward hack
+    n_hack_suspected: int = 0
     notes: list[str] = attrs.field(factory=list)
 
     def _lines(self) -> list[str]:
@@ -149,6 +158,7 @@ def pass_at(
     repeat_policy: Literal["rl", "fixed"] | None = None,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: Seed = 0,
+    hacks: Literal["keep", "drop"] = "keep",
 ) -> PassAtReport:
     """pass@1 (headline) with ``ci95``; pass^k and pass@k with ``pass_pow_k_ci95`` and
     ``pass_at_k_ci95``; ``headroom``; ``per_task``.
@@ -157,12 +167,28 @@ def pass_at(
     size) or to the size the groups share (``"fixed"``); groups smaller than k, or than 4
     attempts, are left out of the k-way numbers and named. Intervals are percentile bootstraps
     over tasks (pass@1) and over the k-eligible groups (pass^k, pass@k); fewer than three gives
-    None with a note.
+    None with a note. Rows a grader flagged ``hack_suspected`` are failures (reward 0) and count
+    as such; ``hacks="drop"`` leaves them out instead and says how many.
     """
     k = _check_k(k)
     policy = _check_policy(repeat_policy)
-    table_ = read_rows(rows_of(rows), with_markers=False)
-    return _pass_at_from_table(table_, k, policy, n_resamples, seed)
+    if hacks not in ("keep", "drop"):
+        raise ValueError(f"hacks must be one of 'keep', 'drop', got {hacks!r}")
+    source = rows_of(rows)
+    dropped = 0
+    if hacks == "drop":
+        flags = hack_suspected(source)
+        dropped = sum(flags)
+        source = [row for row, flagged in zip(source, flags, strict=True) if not flagged]
+    table_ = read_rows(source, with_markers=False)
+    report = _pass_at_from_table(table_, k, policy, n_resamples, seed)
+    if dropped:
+        report.n_hack_suspected = dropped
+        report.notes.append(
+            f"{dropped} rows flagged hack_suspected left out (hacks='drop'); by default they "
+            "count as the failures they are"
+        )
+    return report
 
 
 def _pick(keys: list[str], mask: npt.NDArray[np.bool_]) -> list[str]:

@@ -6,10 +6,15 @@ arXiv:2503.14476): a group that all passes or all fails has no advantage to lear
 through the gates in order, and the report counts what each gate dropped, so a set whose rows all
 vanish says why:
 
-1. non-binary reward: partial scores and unjudged rows (the band is over pass / fail)
-2. empty or cut-off reply: ``final_text`` blank, or ``truncated`` true (cut at the token cap)
-3. unanimous group: every remaining row of the task passes, or every one fails
-4. outside band: the group's pass rate (over its remaining rows) is below or above the band
+1. hack suspected: with ``hacks="drop"``, rows whose grader flagged a suspected reward hack
+   (``judge_meta["hack_suspected"]``). By default (``"keep"``) they stay: such a row is a
+   failure, and a policy trained on the group should learn that the hack scores 0; drop them
+   when a flag may mark a false failure you would rather not train on. Either way the report
+   counts the flagged rows it kept.
+2. non-binary reward: partial scores and unjudged rows (the band is over pass / fail)
+3. empty or cut-off reply: ``final_text`` blank, or ``truncated`` true (cut at the token cap)
+4. unanimous group: every remaining row of the task passes, or every one fails
+5. outside band: the group's pass rate (over its remaining rows) is below or above the band
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._rows import RowCounts, read_rows, rows_of
+from whileai.measure._rows import RowCounts, hack_suspected, read_rows, rows_of
 from whileai.measure.report import Report, table
 
 MODES = ("rl",)
+HACK_POLICIES = ("keep", "drop")
 GATES = (
+    "hack suspected",
     "non-binary reward",
     "empty or cut-off reply",
     "unanimous group",
@@ -49,6 +56,8 @@ class SelectReport(Report):
     dropped_rows: dict[str, int]
     #: gate -> groups it removed entirely (a group the row gates emptied counts there)
     dropped_groups: dict[str, int]
+    #: kept rows whose grader flagged a suspected reward hack (all failures)
+    n_hack_suspected_kept: int = 0
     counts: RowCounts
     notes: list[str] = attrs.field(factory=list)
 
@@ -79,12 +88,20 @@ def _check_band(band: Any) -> tuple[float, float]:
 
 
 def select(
-    rows: Iterable[Any] | Any, mode: str = "rl", band: tuple[float, float] = (0.2, 0.8)
+    rows: Iterable[Any] | Any,
+    mode: str = "rl",
+    band: tuple[float, float] = (0.2, 0.8),
+    hacks: str = "keep",
 ) -> SelectReport:
     """Keep whole groups whose pass rate lies in ``band`` (inclusive); the report names every
-    gate that dropped rows and holds the kept rows in ``.rows``, in their original order."""
+    gate that dropped rows and holds the kept rows in ``.rows``, in their original order.
+    ``hacks="drop"`` first removes rows flagged ``hack_suspected`` (see the module doc)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    if hacks not in HACK_POLICIES:
+        raise ValueError(
+            f"hacks must be one of {', '.join(map(repr, HACK_POLICIES))}, got {hacks!r}"
+        )
     low, high = _check_band(band)
     source = rows_of(rows)
     t = read_rows(source, with_markers=False, with_cut=True)
@@ -92,7 +109,9 @@ def select(
     cut = t.row_cut
     assert cut is not None
     task = t.row_task
-    binary = ~np.isnan(reward) & ((reward == 0.0) | (reward == 1.0))
+    flagged = np.array(hack_suspected(source), dtype=bool)
+    dropped_hack = flagged if hacks == "drop" else np.zeros_like(flagged)
+    binary = ~np.isnan(reward) & ((reward == 0.0) | (reward == 1.0)) & ~dropped_hack
     usable = binary & ~cut
     n_tasks = t.n_tasks
     size = np.bincount(task[usable], minlength=n_tasks)
@@ -104,21 +123,24 @@ def select(
     keep_group = ~emptied & ~unanimous & ~outside
     keep_row = usable & keep_group[task]
 
-    non_binary_rows = int((~binary).sum())
+    non_binary_rows = int((~binary & ~dropped_hack).sum())
     cut_rows = int((binary & cut).sum())
     dropped_rows = {
-        GATES[0]: non_binary_rows,
-        GATES[1]: cut_rows,
-        GATES[2]: int((usable & unanimous[task]).sum()),
-        GATES[3]: int((usable & outside[task]).sum()),
+        GATES[0]: int(dropped_hack.sum()),
+        GATES[1]: non_binary_rows,
+        GATES[2]: cut_rows,
+        GATES[3]: int((usable & unanimous[task]).sum()),
+        GATES[4]: int((usable & outside[task]).sum()),
     }
     # A group the row gates emptied is charged to the gate that took its last rows.
+    had_any = np.bincount(task[~dropped_hack], minlength=n_tasks) > 0
     had_binary = np.bincount(task[binary], minlength=n_tasks) > 0
     dropped_groups = {
-        GATES[0]: int((emptied & ~had_binary).sum()),
-        GATES[1]: int((emptied & had_binary).sum()),
-        GATES[2]: int(unanimous.sum()),
-        GATES[3]: int(outside.sum()),
+        GATES[0]: int((emptied & ~had_any).sum()),
+        GATES[1]: int((emptied & had_any & ~had_binary).sum()),
+        GATES[2]: int((emptied & had_binary).sum()),
+        GATES[3]: int(unanimous.sum()),
+        GATES[4]: int(outside.sum()),
     }
     kept = [source[i] for i in np.flatnonzero(keep_row).tolist()]
     notes: list[str] = []
@@ -127,6 +149,12 @@ def select(
         notes.append(
             f"no row survived: the '{worst}' gate dropped the most ({dropped_rows[worst]} of "
             f"{t.counts.rows} rows)" + _advice(worst)
+        )
+    kept_flagged = int((flagged & keep_row).sum())
+    if kept_flagged:
+        notes.append(
+            f"{kept_flagged} kept rows failed with hack_suspected (the grader's reason is in "
+            "judge_meta): they stay as failures; hacks='drop' leaves them out"
         )
     singles = int((size == 1).sum())
     if singles:
@@ -144,6 +172,7 @@ def select(
         n_groups_kept=int(keep_group.sum()),
         dropped_rows=dropped_rows,
         dropped_groups=dropped_groups,
+        n_hack_suspected_kept=kept_flagged,
         counts=t.counts,
         notes=notes,
     )
@@ -151,10 +180,12 @@ def select(
 
 def _advice(gate: str) -> str:
     return {
-        GATES[0]: "; select bands on rewards of exactly 0 or 1 (grade with a verifier, or "
+        GATES[0]: "; the grader flagged them as suspected reward hacks (hacks='keep' keeps them "
+        "as failures)",
+        GATES[1]: "; select bands on rewards of exactly 0 or 1 (grade with a verifier, or "
         "threshold partial scores yourself)",
-        GATES[1]: "; replies were blank or cut at the token cap (raise max_tokens)",
-        GATES[2]: "; every group all-passed or all-failed: the set is too easy or too hard for "
+        GATES[2]: "; replies were blank or cut at the token cap (raise max_tokens)",
+        GATES[3]: "; every group all-passed or all-failed: the set is too easy or too hard for "
         "this model, or has too few repeats",
-        GATES[3]: "; widen band= or add repeats",
+        GATES[4]: "; widen band= or add repeats",
     }[gate]
