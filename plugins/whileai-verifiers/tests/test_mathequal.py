@@ -531,3 +531,11 @@ def test_an_unequal_decimal_is_left_to_math_verifys_rounding() -> None:
         verdict.reward
         == MathEqual(timeout=None, fast_path=False).verify("0.333333", "\\frac{1}{3}").reward
     )
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_tuples_are_ordered_and_sets_are_not_as_math_verify_compares_them(strict: bool) -> None:
+    math_equal = MathEqual(timeout=None, strict=strict)
+    assert math_equal.verify("$(1,2,3)$", "(1,2,3)").reward == 1.0
+    assert math_equal.verify("$(3,2,1)$", "(1,2,3)").reward == 0.0
+    assert math_equal.verify("$\\{3,2,1\\}$", "\\{1,2,3\\}").reward == 1.0
