@@ -153,7 +153,6 @@ def test_math_verify_options_are_passed_through() -> None:
 @pytest.mark.parametrize(
     ("completion", "reference"),
     [
-        ("0.75", "\\frac{3}{4}"),
         ("The answer is $\\frac{3}{4}$", "0.75"),
         ("\\boxed{\\frac{1}{2}}", "1/2"),
         ("$\\frac{1}{\\sqrt{2}}$", "\\frac{\\sqrt{2}}{2}"),
@@ -184,7 +183,7 @@ def test_math_verify_decides_what_the_fast_path_cannot(
         ("$[1,2)$", "(1,2]"),
         ("$\\{1,3\\}$", "\\{1,2\\}"),
         ("$(x+1)^3$", "x^2+2x+1"),
-        ("\\boxed{\\frac{2}{3}}", "\\frac{3}{4}"),
+        ("\\boxed{\\sqrt{3}}", "\\frac{3}{4}"),
     ],
 )
 def test_math_verify_non_equivalences(
@@ -237,7 +236,7 @@ def test_a_deadline_kills_the_stuck_worker_and_the_next_call_works() -> None:
             "timeout after 2.0s",
         )
         assert verifier.worker_pids == []
-        assert verifier.verify("$\\frac{1}{2}$", "0.5").reward == 1.0
+        assert verifier.verify("$\\sqrt{4}$", "2").reward == 1.0
 
 
 def test_on_timeout_fail_scores_zero_with_the_reason() -> None:
@@ -252,7 +251,7 @@ def test_the_deadline_holds_in_worker_threads(math_equal: MathEqual) -> None:
         concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool,
     ):
         stuck = pool.submit(verifier.verify, HANGS, "1")
-        fine = pool.submit(math_equal.verify, "$\\frac{3}{4}$", "0.75")
+        fine = pool.submit(math_equal.verify, "$\\sqrt{4}$", "2")
         assert stuck.result().reason == "timeout after 2.0s"
         assert fine.result().reward == 1.0
 
@@ -273,7 +272,8 @@ def test_the_deadline_holds_in_daemonic_worker_processes() -> None:
 
 def test_close_leaves_no_worker_running() -> None:
     verifier = MathEqual(timeout=10.0, workers=1)
-    assert verifier.verify("$\\frac{1}{2}$", "0.5").reward == 1.0
+    # A pair only math-verify decides, so a worker starts.
+    assert verifier.verify("$\\sqrt{4}$", "2").reward == 1.0
     (pid,) = verifier.worker_pids
     verifier.close()
     assert not _alive(pid)
@@ -282,7 +282,7 @@ def test_close_leaves_no_worker_running() -> None:
 ORPHANED = """
 from whileai_verifiers.mathequal import MathEqual
 verifier = MathEqual(timeout=600.0, workers=1)
-verifier.verify("$\\\\frac{1}{2}$", "0.5")
+verifier.verify("$\\\\sqrt{4}$", "2")
 print(verifier.worker_pids[0], flush=True)
 verifier.verify("$9^{9^{9^{9}}}$", "1")
 """
@@ -306,23 +306,24 @@ def test_a_worker_stuck_mid_comparison_dies_with_its_killed_parent() -> None:
 
 
 def test_a_worker_killed_while_idle_is_replaced(math_equal: MathEqual) -> None:
-    assert math_equal.verify("$\\frac{1}{2}$", "0.5").reward == 1.0
+    assert math_equal.verify("$\\sqrt{4}$", "2").reward == 1.0
     (pid,) = math_equal.worker_pids
     os.kill(pid, signal.SIGKILL)
-    assert math_equal.verify("$\\frac{1}{4}$", "0.25").reward == 1.0
+    assert math_equal.verify("$\\sqrt{9}$", "3").reward == 1.0
     assert math_equal.worker_pids != [pid]
 
 
 def test_timeout_none_runs_math_verify_in_the_calling_thread() -> None:
     verifier = MathEqual(timeout=None)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        verdict = pool.submit(verifier.verify, "$\\frac{3}{4}$", "0.75").result()
-    assert verdict.reward == 1.0
+        verdict = pool.submit(verifier.verify, "$\\sqrt{4}$", "2").result()
+    assert (verdict.reward, verdict.meta["path"]) == (1.0, "math-verify")
     assert verifier.worker_pids == []
 
 
 def test_a_verifier_pickles_without_its_workers(math_equal: MathEqual) -> None:
-    math_equal.verify("$\\frac{1}{2}$", "0.5")
+    math_equal.verify("$\\sqrt{4}$", "2")
+    assert math_equal.worker_pids
     copy = pickle.loads(pickle.dumps(math_equal))
     assert copy.worker_pids == []
     assert copy.verify("#### 3", "3").reward == 1.0
@@ -514,6 +515,7 @@ def test_the_latex_rational_fast_path_never_decides_against_math_verify(
         ("$\\frac{18}{2}$", "18", 0.0, "9 != 18"),
         ("0.75", "\\frac{3}{4}", 1.0, "3/4 == 3/4"),
         ("\\boxed{-\\dfrac{2}{6}}", "-\\frac{1}{3}", 1.0, "-1/3 == -1/3"),
+        ("\\boxed{\\frac{2}{3}}", "\\frac{3}{4}", 0.0, "2/3 != 3/4"),
     ],
 )
 def test_exact_rationals_in_latex_are_decided_without_math_verify(
