@@ -30,7 +30,8 @@ Isolation, when the process runs as root (the common case in containers):
 - the run's processes run as an unprivileged uid of its own (one per concurrent run, see
   ``codeexec_sandbox``): the candidate cannot write outside its working directory, read what
   only root may read, or signal any process but its own;
-- in the run's mount namespace every host mount is read-only and nosuid; the working directory,
+- in the run's mount namespace (a copy of the one the sandbox server laid out once) every host
+  mount is read-only and nosuid; the working directory,
   a fresh tmpfs of ``max_written_mb``, is the only place a run can write, so that is the cap on
   all it writes. /tmp, /var/tmp, /dev/shm, /run/lock and unreadable directories such as /root
   are covered by empty root-owned filesystems; ``/proc`` is the run's own, listing only its

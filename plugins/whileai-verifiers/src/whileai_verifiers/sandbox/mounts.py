@@ -1,14 +1,18 @@
-"""The run's view of the filesystem, made inside its own mount namespace (as root).
+"""The runs' view of the filesystem: laid out once by the sandbox server, as root, in a mount
+namespace of its own, which every run's mount namespace starts as a copy of.
 
-- Every host mount is remounted read-only (and nosuid) in the namespace, found from
-  ``/proc/self/mountinfo`` at each run, so a world-writable directory anywhere (``/run/lock``,
-  one a package made, one mounted after the verifier started) takes no write: there is no
-  list of writable places to keep up to date.
-- The directories anyone may write to, the parent of the working directory and the directories
-  the sandbox users could not read anyway (``/root``) are covered by empty root-owned tmpfs,
-  with the interpreter's own files bound back in, so what other users left there is not read.
-- The working directory is a fresh tmpfs owned by the run's uid: the only writable place, so its size is the cap on everything a run writes.
-- ``/proc`` is mounted anew by the run's init, inside the PID namespace, so it lists the run's
+- Every host mount is remounted read-only (and nosuid) there, found from
+  ``/proc/self/mountinfo``, so a world-writable directory anywhere (``/run/lock``, one a
+  package made) takes no write: there is no list of writable places to keep up to date. A mount
+  the host makes later does not propagate into the server's namespace (it is private), so runs
+  never see it at all.
+- The directories anyone may write to and the directories the sandbox users could not read
+  anyway (``/root``) are covered by empty root-owned tmpfs, with the interpreter's own files
+  bound back in, so what other users left there is not read.
+- Each run mounts a fresh tmpfs, owned by its uid, on one fixed directory inside the covered
+  /tmp, in its own namespace: its working directory, the only writable place, so its size is
+  the cap on everything the run writes. Doing the rest once keeps a run to two mounts.
+- ``/proc`` is mounted anew by each run's init, inside its PID namespace, so it lists the run's
   own processes and nothing of the host's.
 """
 
@@ -153,38 +157,60 @@ def make_read_only(except_for: str) -> list[str]:
     return refused
 
 
-def make_filesystem(job: dict[str, Any], notes: dict[str, str]) -> bool:
-    """Enter new mount and PID namespaces and lay out the run's filesystem (see the module doc).
-    False when the machine did not allow it; the notes say why."""
-    workdir = job["workdir"]
+# Where every run's working directory is mounted, each in its own mount namespace.
+RUN_WORKDIR = "/tmp/whileai-codeexec-run"
+
+
+def prepare_server() -> tuple[str | None, str]:
+    """In the server, once: a mount namespace of its own laid out as above. The directory runs
+    mount their working directory on (None when the machine did not allow it), and a note."""
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return (
+            None,
+            f"shared with the host: unshare(CLONE_NEWNS) failed ({os.strerror(ctypes.get_errno())})",
+        )
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        keep = _interpreter_paths()
+        masks = {m for m in (_hidden_ancestor(p) for p in keep) if m}
+        masks.update(m for m in SHARED_WRITABLE if os.path.isdir(m) and not os.path.islink(m))
+        if os.path.dirname(RUN_WORKDIR) not in masks:
+            return None, f"shared with the host: {os.path.dirname(RUN_WORKDIR)} cannot be covered"
+        for mask in sorted(masks, key=len):
+            _cover(mask, keep)
+        os.makedirs(RUN_WORKDIR)
+        refused = make_read_only(except_for="")
+    except OSError as exc:
+        return None, f"shared with the host: {exc}"
+    read_only = "every other mount read-only" + (f" but {', '.join(refused)}" if refused else "")
+    return RUN_WORKDIR, f"private: {', '.join(sorted(masks))} covered; {read_only}"
+
+
+def make_filesystem(
+    job: dict[str, Any], notes: dict[str, str], workdir: str | None, layout: str
+) -> bool:
+    """Enter new mount and PID namespaces (copies of the server's) and mount the run's working
+    directory; False when the machine did not allow it, and the notes say why."""
+    if workdir is None:
+        notes["namespaces"] = "not created: the server's filesystem could not be laid out"
+        notes["filesystem"] = layout
+        return False
     if libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
         why = os.strerror(ctypes.get_errno())
         notes["namespaces"] = f"not created: unshare failed ({why})"
         notes["filesystem"] = f"shared with the host: unshare(CLONE_NEWNS) failed ({why})"
         return False
     notes["namespaces"] = "created: mount, pid"
+    uid = job.get("uid")
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    size = int(job["limits"]["max_written_mb"])
     try:
-        mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-        keep = _interpreter_paths()
-        masks = {m for m in (_hidden_ancestor(p) for p in keep) if m}
-        masks.update(m for m in SHARED_WRITABLE if os.path.isdir(m) and not os.path.islink(m))
-        masks.add(os.path.dirname(workdir))
-        for mask in sorted(masks, key=len):
-            _cover(mask, keep)
-        os.makedirs(workdir, exist_ok=True)
-        uid = job.get("uid")
-        owner = f",uid={uid},gid={uid}" if uid is not None else ""
-        size = int(job["limits"]["max_written_mb"])
         mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={size}m{owner}")
-        refused = make_read_only(except_for=workdir)
     except OSError as exc:
         notes["filesystem"] = f"shared with the host: {exc}"
         return False
-    read_only = "every other mount read-only" + (f" but {', '.join(refused)}" if refused else "")
-    notes["filesystem"] = (
-        f"private: {', '.join(sorted(masks))} covered; working directory a {size} MB tmpfs, "
-        f"the only writable place; {read_only}"
-    )
+    job["workdir"] = workdir
+    notes["filesystem"] = f"{layout}; working directory a {size} MB tmpfs, the only writable place"
     return True
 
 
@@ -196,11 +222,6 @@ def mount_proc(notes: dict[str, str]) -> None:
         notes["proc"] = f"the host's: {exc}"
     else:
         notes["proc"] = "private: the run's processes only"
-
-
-def warm() -> None:
-    """What every run would otherwise compute again: called once by the server."""
-    _interpreter_paths()
 
 
 def host_workdir(job: dict[str, Any]) -> None:
