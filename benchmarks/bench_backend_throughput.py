@@ -108,7 +108,7 @@ Drive = Callable[[Call, int, list[str]], Awaitable[list[str]]]
 
 
 async def run_whileai(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
-    from whileai.plugins import Registry
+    from whileai.registry import Registry
 
     backend = Registry.load().resolve(
         "backend", url, model=MODEL, concurrency=concurrency, max_retries=2, timeout=120.0

@@ -29,8 +29,8 @@ from _harness import ratio_line, timed
 import whileai as wai
 from whileai import hookimpl
 from whileai.backends import Completion, Sampling
-from whileai.grading import Verdict
-from whileai.plugins import Registry
+from whileai.registry import Registry
+from whileai.scoring import Verdict
 from whileai.worlds import FaultPlan, Situation, ToolResult
 
 #: What Inspect's mockllm/model answers; the whileai backend answers the same.

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from whileai import hookimpl
-from whileai.grading import Verdict
 from whileai.hookspecs import Register
-from whileai.plugins import Registry
+from whileai.registry import Registry
+from whileai.scoring import Verdict
 
 
 class EchoVerifier:

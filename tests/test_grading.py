@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import whileai as wai
-from whileai.grading import Verdict, as_scorer, grade_row
+from whileai.scoring import Verdict, as_scorer, grade_row
 
 from .conftest import EchoVerifier
 

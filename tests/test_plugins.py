@@ -13,7 +13,7 @@ import pytest
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
-from whileai.plugins import (
+from whileai.registry import (
     DuplicatePluginError,
     Registry,
     UnknownPluginError,

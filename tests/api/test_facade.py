@@ -27,7 +27,7 @@ def test_import_loads_no_plugin() -> None:
         """
         import sys
         import whileai as wai
-        from whileai.plugins import default_registry
+        from whileai.registry import default_registry
         assert default_registry.cache_info().currsize == 0
         loaded = sorted(m for m in sys.modules if m.startswith("whileai_"))
         print(loaded)

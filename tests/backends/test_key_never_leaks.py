@@ -20,8 +20,8 @@ import pytest
 
 import whileai as wai
 from whileai.backends import BackendError, resolve_backend
-from whileai.plugins import Registry
-from whileai.simulations.persistence import sidecar_path
+from whileai.registry import Registry
+from whileai.schema.files import sidecar_path
 
 pytestmark = pytest.mark.plugins
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import whileai as wai
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai.simulations.data import Simulation
 
 

@@ -10,8 +10,8 @@ import pytest
 from judging_doubles import ModelDoubles
 
 import whileai as wai
-from whileai.plugins import Registry
-from whileai.simulations.schema import RowError, prompt_hash
+from whileai.registry import Registry
+from whileai.schema.records import RowError, prompt_hash
 
 QUESTIONS = ["What is 2 + 3?", "What is 7 * 6?", "What is 10 - 4?"]
 GOLD = ["5", "42", "6"]

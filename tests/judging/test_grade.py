@@ -11,8 +11,8 @@ import pytest
 from judging_doubles import JUDGE_SERVED_MODEL, EmbeddedStandIn, ModelDoubles
 
 import whileai as wai
-from whileai.plugins import Registry
-from whileai.simulations.schema import RowError
+from whileai.registry import Registry
+from whileai.schema.records import RowError
 
 QUESTIONS = ["What is 2 + 3?", "What is 7 * 6?", "What is 10 - 4?"]
 GOLD = ["5", "42", "6"]
@@ -298,7 +298,7 @@ def test_bad_input_names_the_row_or_the_path(tmp_path: Path) -> None:
         wai.grade(tmp_path / "missing.jsonl", reads_reference, registry=registry)
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(sample_rows()[0]) + "\n{not json\n")
-    with pytest.raises(RowError, match="line 2 is not valid JSON"):
+    with pytest.raises(RowError, match="line 2: not valid JSON"):
         wai.grade(broken, reads_reference, registry=registry)
     with pytest.raises(TypeError, match="single row"):
         wai.grade(sample_rows()[0], reads_reference, registry=registry)

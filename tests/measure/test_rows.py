@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from whileai.measure._rows import read_rows, rows_of
-from whileai.simulations.schema import RowError, check_row, task_key
+from whileai.measure._tasks import task_table
+from whileai.schema.records import RowError, check_row, task_key
+from whileai.schema.source import rows_of
 
 ANY_VALUE = st.one_of(
     st.none(),
@@ -58,10 +59,10 @@ def test_reader_accepts_and_rejects_exactly_what_check_row_does(row: Any) -> Non
     expected = check_row_verdict(row)
     if expected is not None:
         with pytest.raises(RowError) as caught:
-            read_rows([row])
+            task_table([row])
         assert str(caught.value) == expected
         return
-    table = read_rows([row])
+    table = task_table([row])
     assert table.keys == [task_key(row)]
     reward = row.get("reward")
     stored = table.row_reward[0]
@@ -80,7 +81,7 @@ def test_rewards_sort_into_binary_partial_and_unjudged() -> None:
         {"task_id": "b", "prompt": "p", "final_text": "x", "reward": 1, "judge_status": "error"},
         {"task_id": "b", "prompt": "p", "final_text": "x", "reward": 0, "judge_status": "ok"},
     ]
-    table = read_rows(rows)
+    table = task_table(rows)
     assert (table.counts.binary, table.counts.partial, table.counts.unjudged) == (3, 1, 2)
     assert table.n_binary.tolist() == [2, 1]
     assert table.n_pass.tolist() == [1, 0]

@@ -18,8 +18,8 @@ from scipy import stats
 import whileai as wai
 from whileai import hookimpl
 from whileai.hookspecs import Register
-from whileai.plugins import Registry
 from whileai.ranking import Preference
+from whileai.registry import Registry
 
 
 class LongerReply:
@@ -294,7 +294,9 @@ def test_bad_input_is_named(tmp_path: Path, registry: Registry) -> None:
         wai.rank(path, judge="longer", registry=registry)
     with pytest.raises(wai.RowError, match="row 1 is a int, not a mapping"):
         wai.rank([ROWS[0], 7], judge="longer", registry=registry)
-    with pytest.raises(TypeError, match="takes a JSONL path, a list of rows or a Simulation"):
+    with pytest.raises(
+        TypeError, match=r"rank\(source=\) must be a list of rows .* A single row goes in a list"
+    ):
         wai.rank(ROWS[0], judge="longer", registry=registry)
     with pytest.raises(TypeError, match="judge 'grader' cannot rank: it has no compare"):
         wai.rank(ROWS, judge="grader", registry=registry)

@@ -6,16 +6,17 @@ plain functions, and numbers are numbers.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 import whileai as wai
-from whileai.grading import Verdict
-from whileai.rows import RowsWarning
-from whileai.simulations.privacy import export_row
-from whileai.simulations.schema import RowError, check_row, from_row, prompt_hash, to_row
+from whileai.build_rows import RowsWarning
+from whileai.schema.export import export_row
+from whileai.schema.records import RowError, check_row, from_row, prompt_hash, to_row
+from whileai.scoring import Verdict
 
 QUESTIONS = ["What is 2 + 3?", "What is 7 * 6?"]
 GOLD = ["5", "42"]
@@ -34,12 +35,11 @@ class Equals:
         return Verdict(1.0 if equal else 0.0, f"{completion!r} vs {reference!r}")
 
 
-def test_whileai_rows_is_a_module_and_a_call() -> None:
-    import whileai.rows as module
+def test_wai_rows_is_a_function_documented_as_build_rows() -> None:
+    from whileai.build_rows import build_rows
 
-    assert module is wai.rows
-    assert callable(wai.rows)
-    assert module.build_rows.__doc__ == type(module).__call__.__doc__
+    assert inspect.isfunction(wai.rows)
+    assert wai.rows.__doc__ == build_rows.__doc__
 
 
 def test_one_string_per_prompt_scored_by_a_verifier() -> None:

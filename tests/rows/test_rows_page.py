@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import whileai as wai
-from whileai.simulations.privacy import export_row
-from whileai.simulations.schema import prompt_hash
+from whileai.schema.export import export_row
+from whileai.schema.records import prompt_hash
 
 pytestmark = pytest.mark.plugins
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import whileai as wai
-from whileai.simulations.privacy import NEVER_EXPORTED, export_row, step_messages, strip_private
+from whileai.schema.export import NEVER_EXPORTED, export_row, step_messages, strip_private
 
 RESERVED = sorted(NEVER_EXPORTED)
 safe_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in NEVER_EXPORTED)

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import whileai as wai
-from whileai.simulations import schema
-from whileai.simulations.privacy import export_row
+from whileai.schema import records as schema
+from whileai.schema.export import export_row
 
-SCHEMA_FILE = files("whileai.simulations") / "schemas" / "row-v1.json"
+SCHEMA_FILE = files("whileai.schema") / "row-v1.json"
 
 json_scalars = st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=8)
 json_values = st.recursive(
@@ -111,7 +111,7 @@ def test_in_memory_privileged_is_not_a_valid_wire_row() -> None:
 
 def test_checked_in_schema_equals_the_generated_one() -> None:
     assert json.loads(SCHEMA_FILE.read_text()) == schema.row_json_schema(), (
-        "row-v1.json is stale: regenerate it from whileai.simulations.schema.row_json_schema()"
+        "row-v1.json is stale: regenerate it from whileai.schema.records.row_json_schema()"
     )
 
 

@@ -18,8 +18,8 @@ import attrs
 
 from whileai import hookimpl
 from whileai.backends import BackendError, BackendStats, Completion, Sampling, ToolCall
-from whileai.grading import Verdict
-from whileai.plugins import Registry
+from whileai.registry import Registry
+from whileai.scoring import Verdict
 from whileai.worlds import FaultPlan, Situation, ToolResult
 
 ORDER = re.compile(r"\bA\d{4}\b")

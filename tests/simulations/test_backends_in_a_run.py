@@ -90,7 +90,7 @@ def test_a_backend_you_pass_is_reported_without_counters_and_left_open() -> None
 
 def test_a_backend_opened_before_another_role_failed_to_resolve_is_closed() -> None:
     spies = d.SpyBackends()
-    with pytest.raises(wai.plugins.UnknownPluginError):
+    with pytest.raises(wai.UnknownPluginError):
         run(spies, agent_model="spy:agent", user_model="nosuch:user", unique=1)
     (agent,) = spies.built
     assert agent.closed == 1

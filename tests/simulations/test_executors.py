@@ -120,7 +120,7 @@ def test_a_lost_job_is_an_error_row_that_is_counted_and_written(tmp_path: Any) -
 
 
 def test_an_unknown_executor_name_says_which_package_to_install() -> None:
-    with pytest.raises(wai.plugins.UnknownPluginError, match="pip install whileai-ray"):
+    with pytest.raises(wai.UnknownPluginError, match="pip install whileai-ray"):
         run(unique=1, repeats=1, executor="ray:auto")
 
 

@@ -10,7 +10,7 @@ import sim_doubles as d
 
 import whileai as wai
 from whileai import hookimpl
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 
 
 def run(*extra_plugins: object, **kwargs: Any) -> Any:
@@ -359,7 +359,7 @@ def test_every_row_a_run_writes_validates_against_the_wire_contract() -> None:
 
     import jsonschema
 
-    schema = json.loads((files("whileai.simulations") / "schemas" / "row-v1.json").read_text())
+    schema = json.loads((files("whileai.schema") / "row-v1.json").read_text())
     data = run(agent_model="fake:flaky-agent", unique=5, repeats=2, logprobs=True)
     for row in data.rows:
         jsonschema.validate(row, schema)

@@ -12,7 +12,7 @@ import pytest
 from whileai import hookimpl
 from whileai.backends import BackendError, Completion, Sampling
 from whileai.hookspecs import Register
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_judges import plugin as judges_plugin
 from whileai_judges.rubric import DEFAULT_RUBRIC, RubricJudge, prompt_sha
 

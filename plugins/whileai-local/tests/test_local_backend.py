@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from whileai.backends import Backend, BackendError, Completion, resolve_backend
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_local.backend import LocalBackend
 from whileai_local.contexts import ContextKey, context_pool
 from whileai_local.model_file import smollm2_file

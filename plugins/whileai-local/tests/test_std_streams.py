@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from whileai.backends import resolve_backend
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_local.contexts import DEFAULT_N_CTX, ContextKey, close_idle_contexts, context_pool
 from whileai_local.model_file import smollm2_file
 

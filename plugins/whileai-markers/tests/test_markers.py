@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from whileai.plugins import Registry
+from whileai.registry import Registry
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_openai.retry import RetryPolicy
 from whileai_openai.testing import FaultServer
 

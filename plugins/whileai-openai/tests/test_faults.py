@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from whileai.backends import BackendError, Completion
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_openai.backend import OpenAICompatibleBackend
 from whileai_openai.retry import RetryPolicy
 from whileai_openai.testing import FaultServer, Reply

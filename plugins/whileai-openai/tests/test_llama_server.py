@@ -11,7 +11,7 @@ import math
 import pytest
 
 from whileai.backends import Completion, resolve_backend
-from whileai.plugins import Registry
+from whileai.registry import Registry
 
 ASK = [{"role": "user", "content": "Name one colour of the sky."}]
 

@@ -10,7 +10,7 @@ import traceback
 import pytest
 
 from whileai.backends import BackendError
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_openai.retry import RetryPolicy
 from whileai_openai.testing import FaultServer, Reply
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from whileai.backends import Backend, Completion, default_spec, resolve_backend
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_openai.backend import OpenAICompatibleBackend
 from whileai_openai.specs import OPENAI_DEFAULT_BASE_URL, normalize_base_url
 from whileai_openai.testing import FaultServer

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from whileai.backends import Completion, ToolCall
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_openai.testing import FaultServer, Reply
 from whileai_openai.testing.fault_server import DEFAULT_MODEL, ECHO_TOKEN_LOGPROB
 

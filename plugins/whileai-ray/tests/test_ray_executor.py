@@ -13,7 +13,7 @@ import ray
 import ray_doubles as rd
 
 import whileai as wai
-from whileai.plugins import Registry
+from whileai.registry import Registry
 from whileai_ray.executor import RayExecutor
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from whileai.plugins import Registry
+from whileai.registry import Registry
 
 SHOP = {
     "intent": ["refund", "track", "address_change"],

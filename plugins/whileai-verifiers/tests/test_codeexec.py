@@ -18,7 +18,7 @@ from typing import Any, cast
 import pytest
 
 import whileai as wai
-from whileai.grading import as_scorer, grade_row
+from whileai.scoring import as_scorer, grade_row
 from whileai_verifiers.codeexec import CodeExec
 from whileai_verifiers.codeexec_program import build_program
 from whileai_verifiers.codeexec_sandbox import claimed_uid

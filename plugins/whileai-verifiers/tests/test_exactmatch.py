@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import whileai as wai
-from whileai.grading import as_scorer, grade_row
+from whileai.scoring import as_scorer, grade_row
 from whileai_verifiers.exact import ExactMatch
 
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import whileai as wai
-from whileai.grading import as_scorer, grade_row
+from whileai.scoring import as_scorer, grade_row
 from whileai_verifiers.mathequal import MathEqual
 
 # A power tower math-verify evaluates for minutes: what a deadline is for.

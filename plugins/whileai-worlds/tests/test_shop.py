@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from whileai.plugins import Registry
-from whileai.simulations.privacy import NEVER_EXPORTED
+from whileai.registry import Registry
+from whileai.schema.export import NEVER_EXPORTED
 from whileai.worlds import FAULT_KINDS, Episode, FaultPlan, Situation, World
 from whileai_worlds.shop import DEFAULT_FAULT_RATE, ShopWorld
 

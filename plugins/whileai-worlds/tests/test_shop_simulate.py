@@ -13,7 +13,7 @@ import whileai as wai
 from whileai import hookimpl
 from whileai.backends import Completion, Sampling, ToolCall
 from whileai.hookspecs import Register
-from whileai.plugins import Registry
+from whileai.registry import Registry
 
 ORDER_ID = re.compile(r"\bA\d{4}\b")
 ADDRESS = re.compile(r"\d+ [A-Z][a-z]+ (?:Street|Road|Lane|Avenue|Row), [A-Z][a-z]+")

@@ -8,33 +8,32 @@ name (``wai.verify.MathEqual()``, ``wai.plugins()``, ``wai.simulate(...)``).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whileai.hookspecs import hookimpl
-
-__version__ = "0.1.0"
+from whileai.version import __version__
 
 # public name -> module that defines it. A module exported as itself maps to its own path.
 _EXPORTS: dict[str, str] = {
     # plugins and their contract
-    "plugins": "whileai.plugins:",
-    "Registry": "whileai.plugins",
-    "UnknownPluginError": "whileai.plugins",
-    "DuplicatePluginError": "whileai.plugins",
+    "plugins": "whileai.registry",
+    "Registry": "whileai.registry",
+    "UnknownPluginError": "whileai.registry",
+    "DuplicatePluginError": "whileai.registry",
     "verify": "whileai.verify:",
     # rows and their schema
-    "rows": "whileai.rows:",
-    "Task": "whileai.simulations.schema",
-    "Rollout": "whileai.simulations.schema",
-    "Judgment": "whileai.simulations.schema",
-    "Marker": "whileai.simulations.schema",
-    "RowError": "whileai.simulations.schema",
-    "to_row": "whileai.simulations.schema",
-    "from_row": "whileai.simulations.schema",
-    "task_key": "whileai.simulations.schema",
-    "export_row": "whileai.simulations.privacy",
-    "export_rows": "whileai.simulations.privacy",
-    "Verdict": "whileai.grading",
+    "rows": "whileai.build_rows",
+    "Task": "whileai.schema.records",
+    "Rollout": "whileai.schema.records",
+    "Judgment": "whileai.schema.records",
+    "Marker": "whileai.schema.records",
+    "RowError": "whileai.schema.records",
+    "to_row": "whileai.schema.records",
+    "from_row": "whileai.schema.records",
+    "task_key": "whileai.schema.records",
+    "export_row": "whileai.schema.export",
+    "export_rows": "whileai.schema.export",
+    "Verdict": "whileai.scoring",
     "simulate": "whileai.simulations.engine",
     "asimulate": "whileai.simulations.engine",
     "Simulation": "whileai.simulations.data",
@@ -71,6 +70,127 @@ _EXPORTS: dict[str, str] = {
     # ranking: a quality score within each task's group, reward untouched
     "rank": "whileai.ranking",
 }
+
+
+# The names as type checkers see them (``as`` marks each a re-export); at run time
+# __getattr__ imports each on first use.
+if TYPE_CHECKING:
+    from whileai import verify as verify
+    from whileai.build_rows import rows as rows
+    from whileai.judging import ScoredData as ScoredData
+    from whileai.judging.evaluate import evaluate as evaluate
+    from whileai.judging.grade import grade as grade
+    from whileai.judging.grade import run_judge as run_judge
+    from whileai.measure import (
+        calibrate as calibrate,
+    )
+    from whileai.measure import (
+        cohen_kappa as cohen_kappa,
+    )
+    from whileai.measure import (
+        compare as compare,
+    )
+    from whileai.measure import (
+        compare_runs as compare_runs,
+    )
+    from whileai.measure import (
+        decontaminate as decontaminate,
+    )
+    from whileai.measure import (
+        delta_report as delta_report,
+    )
+    from whileai.measure import (
+        eval_variance as eval_variance,
+    )
+    from whileai.measure import (
+        group_signal as group_signal,
+    )
+    from whileai.measure import (
+        holdout_size as holdout_size,
+    )
+    from whileai.measure import (
+        judge_agreement as judge_agreement,
+    )
+    from whileai.measure import (
+        judge_trust as judge_trust,
+    )
+    from whileai.measure import (
+        logprob_report as logprob_report,
+    )
+    from whileai.measure import (
+        marker_summary as marker_summary,
+    )
+    from whileai.measure import (
+        mean_kl as mean_kl,
+    )
+    from whileai.measure import (
+        metric_summary as metric_summary,
+    )
+    from whileai.measure import (
+        noise_band as noise_band,
+    )
+    from whileai.measure import (
+        pass_at as pass_at,
+    )
+    from whileai.measure import (
+        refusal_report as refusal_report,
+    )
+    from whileai.measure import (
+        select as select,
+    )
+    from whileai.measure import (
+        staleness_report as staleness_report,
+    )
+    from whileai.measure import (
+        trace_flag_report as trace_flag_report,
+    )
+    from whileai.measure import (
+        wilson_interval as wilson_interval,
+    )
+    from whileai.ranking import rank as rank
+    from whileai.registry import (
+        DuplicatePluginError as DuplicatePluginError,
+    )
+    from whileai.registry import (
+        Registry as Registry,
+    )
+    from whileai.registry import (
+        UnknownPluginError as UnknownPluginError,
+    )
+    from whileai.registry import (
+        plugins as plugins,
+    )
+    from whileai.schema.export import export_row as export_row
+    from whileai.schema.export import export_rows as export_rows
+    from whileai.schema.records import (
+        Judgment as Judgment,
+    )
+    from whileai.schema.records import (
+        Marker as Marker,
+    )
+    from whileai.schema.records import (
+        Rollout as Rollout,
+    )
+    from whileai.schema.records import (
+        RowError as RowError,
+    )
+    from whileai.schema.records import (
+        Task as Task,
+    )
+    from whileai.schema.records import (
+        from_row as from_row,
+    )
+    from whileai.schema.records import (
+        task_key as task_key,
+    )
+    from whileai.schema.records import (
+        to_row as to_row,
+    )
+    from whileai.scoring import Verdict as Verdict
+    from whileai.simulations.data import Simulation as Simulation
+    from whileai.simulations.defaults import RunKnobs as RunKnobs
+    from whileai.simulations.engine import asimulate as asimulate
+    from whileai.simulations.engine import simulate as simulate
 
 
 def __getattr__(name: str) -> Any:

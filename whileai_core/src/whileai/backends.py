@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from whileai.plugins import Registry, get_registry
+from whileai.registry import Registry, get_registry
 
 #: Environment variables that choose each role's model (a spec: ``openai:<model>``,
 #: ``vllm:<model>@<url>``, a bare URL, ``local:smollm2`` or a third-party backend name).

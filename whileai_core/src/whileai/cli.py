@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 
 def _plugins(args: argparse.Namespace) -> int:
-    from whileai.plugins import Registry
+    from whileai.registry import Registry
 
     table = Registry.load().table()
     print(table)

@@ -61,7 +61,7 @@ def whileai_register_verifiers(register: Register) -> None:
     """Register verifiers: programmatic graders such as ``MathEqual`` or ``CodeExec``.
 
     A verifier factory takes keyword options and returns an object with a ``name``, a
-    ``version`` and ``verify(completion, reference, prompt=None) -> whileai.grading.Verdict``.
+    ``version`` and ``verify(completion, reference, prompt=None) -> whileai.scoring.Verdict``.
     ``wai.verify.<Name>(**options)`` calls the factory.
     """
 

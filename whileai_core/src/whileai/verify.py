@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from whileai.plugins import Registry, UnknownPluginError, get_registry
+from whileai.registry import Registry, UnknownPluginError, get_registry
 
 
 class UnknownVerifierError(UnknownPluginError, AttributeError):

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 
 #: Every fault kind a plan may list.
 FAULT_KINDS: tuple[str, ...] = ("timeout", "error", "rate_limit", "stale", "partial", "malformed")

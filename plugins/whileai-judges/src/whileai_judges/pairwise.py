@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 import attrs
 
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
-from whileai.plugins import Registry
 from whileai.ranking import Preference, combine_orders
+from whileai.registry import Registry
 from whileai_judges.rubric import (
     DEFAULT_RUBRIC,
     MAX_TRANSCRIPT_CHARS,

@@ -24,8 +24,8 @@ from typing import Any
 import attrs
 
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
-from whileai.grading import Verdict
-from whileai.plugins import Registry
+from whileai.registry import Registry
+from whileai.scoring import Verdict
 
 #: Used when neither the judge nor the row names a rubric.
 DEFAULT_RUBRIC = (
@@ -227,7 +227,7 @@ def parse_reply(text: str, mode: str) -> tuple[float, str]:
 
 @attrs.define
 class RubricJudge:
-    """An LLM judge: ``await judge(row)`` returns a :class:`whileai.grading.Verdict`.
+    """An LLM judge: ``await judge(row)`` returns a :class:`whileai.scoring.Verdict`.
 
     ``backend`` is a spec (``"openai:gpt-4o"``, a URL, ``"local:smollm2"``) or a backend;
     ``None`` takes the judge role's default (``WHILEAI_JUDGE``, else the hosted judge, else the

@@ -5,7 +5,7 @@ or ``None`` when the measurement does not apply to that row (the engine then omi
 Markers read only what an exported row carries (never ``privileged``), so they give the same
 value on a saved file as in memory.
 
-The step keys they read are the engine's (``whileai.simulations.privacy.step_messages``):
+The step keys they read are the engine's (``whileai.schema.export.step_messages``):
 ``role`` (``"assistant" | "user" | "tool" | "system"``), ``content``, ``truncated`` on agent
 turns, ``fault`` / ``error`` on tool steps (or an ``"error"`` key in the tool result), and
 ``user_status`` on simulated-user steps; of the row, ``final_text``, ``truncated`` and

@@ -73,7 +73,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 from whileai_verifiers import __version__
 from whileai_verifiers.codeexec_limits import Limits, NetworkPolicy
 from whileai_verifiers.codeexec_program import Program, build_program

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 from whileai_verifiers import __version__
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.IGNORECASE)

@@ -34,7 +34,7 @@ from fractions import Fraction
 from importlib.metadata import version
 from typing import Any
 
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 from whileai_verifiers import __version__
 from whileai_verifiers import _rationals as rationals
 from whileai_verifiers._numbers import plain_answer, plain_decimal, shown

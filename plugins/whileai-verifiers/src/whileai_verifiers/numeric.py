@@ -30,7 +30,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 from whileai_verifiers import __version__
 from whileai_verifiers._numbers import NumberToken, find_numbers, shown, whole_number
 

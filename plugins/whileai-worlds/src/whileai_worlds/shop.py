@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from whileai.grading import Verdict
+from whileai.scoring import Verdict
 from whileai.worlds import FAULT_KINDS, FaultPlan, Situation, ToolResult
 from whileai_worlds import shop_text
 from whileai_worlds.faults import BLOCKING_KINDS, blocked_result, degrade, draw_fault

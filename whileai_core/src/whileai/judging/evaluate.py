@@ -17,7 +17,9 @@ from typing import Any
 
 import attrs
 
+from whileai.backend_use import RunBackend, close_backends
 from whileai.backends import Backend, BackendError, Completion, Sampling, resolve_backend
+from whileai.build_rows import build_rows
 from whileai.judging.grade import (
     Judge,
     check_concurrency,
@@ -25,15 +27,13 @@ from whileai.judging.grade import (
     resolve_judge,
     scored_from,
 )
-from whileai.judging.inputs import RowSource
 from whileai.judging.scored import ScoredData
-from whileai.plugins import Registry, get_registry
-from whileai.rows import build_rows
-from whileai.simulations.backend_use import RunBackend, close_backends
-from whileai.simulations.data import _run_sync
-from whileai.simulations.models import derive_seed
-from whileai.simulations.schema import RowError, prompt_hash
-from whileai.simulations.signatures import accepted
+from whileai.registry import Registry, get_registry
+from whileai.schema.records import RowError, prompt_hash
+from whileai.schema.source import RowSource
+from whileai.seeds import derive_seed
+from whileai.signatures import accepted
+from whileai.sync import run_sync
 
 #: Characters of the system prompt a row carries in lineage (the whole text is in the
 #: result's system_prompts once), as simulate() rows do.
@@ -353,9 +353,9 @@ def evaluate(
     try:
         resolved_agent = resolve_agent(agent, reg, limit)
     except BaseException:
-        _run_sync(resolved_judge.close())
+        run_sync(resolved_judge.close())
         raise
-    result: ScoredData = _run_sync(
+    result: ScoredData = run_sync(
         _run(
             resolved_agent,
             resolved_judge,

@@ -1,5 +1,5 @@
 """``wai.grade`` and ``wai.run_judge``: a judge over rows you already have, through the one
-grading path (:mod:`whileai.grading`, by way of the run's :class:`Grader`).
+grading path (:mod:`whileai.scoring`, by way of the run's :class:`Grader`).
 
 The default judge is the rubric judge on the judge role's model (``WHILEAI_JUDGE``, else
 hosted Phi-4 on ``WHILEAI_BASE_URL``, else the embedded model), the same judge
@@ -19,19 +19,18 @@ from typing import Any
 
 import attrs
 
+from whileai.backend_use import DEFAULT_MAX_CONCURRENCY, RunBackend, close_backends
 from whileai.backends import EMBEDDED_SPEC, default_spec
-from whileai.grading import Scorer, as_scorer
-from whileai.judging.inputs import RowSource, read_source
+from whileai.graders import Grader, resolve_grader
 from whileai.judging.scored import ScoredData
-from whileai.plugins import Registry, UnknownPluginError, get_registry
-from whileai.simulations.backend_use import RunBackend, close_backends
-from whileai.simulations.data import _run_sync
-from whileai.simulations.defaults import RunKnobs
-from whileai.simulations.grader import Grader, resolve_grader
-from whileai.simulations.schema import RowError
+from whileai.registry import Registry, UnknownPluginError, get_registry
+from whileai.schema.records import RowError
+from whileai.schema.source import RowSource, row_source
+from whileai.scoring import Scorer, as_scorer
+from whileai.sync import run_sync
 
 #: Rows graded at once unless concurrency= says otherwise: simulate()'s max_concurrency.
-DEFAULT_CONCURRENCY: int = RunKnobs().max_concurrency
+DEFAULT_CONCURRENCY: int = DEFAULT_MAX_CONCURRENCY
 
 
 @attrs.define
@@ -309,10 +308,17 @@ def grade(
         A judge that fails on a row leaves it with ``judge_status: "error"`` and the reason.
     """
     limit = check_concurrency(concurrency)
-    source = read_source(rows)
+    source = graded_source(rows)
     resolved = resolve_judge(judge, get_registry(registry))
-    result: ScoredData = _run_sync(run_grading(source, resolved, limit))
+    result: ScoredData = run_sync(run_grading(source, resolved, limit))
     return result
+
+
+def graded_source(rows: Any) -> RowSource:
+    """What a judge reads: the rows of ``rows`` (in-memory trajectories for a run, so the
+    privileged block is there), each checked before any judge is called."""
+    source = row_source(rows, "rows=", privileged=True)
+    return attrs.evolve(source, rows=source.checked("rows"))
 
 
 def run_judge(
@@ -326,7 +332,7 @@ def run_judge(
     """Grade rows with your own judge, recording its ``version`` on every row.
 
     ``judge`` is a callable ``(row)`` returning a number in [0, 1], a bool, a
-    :class:`~whileai.grading.Verdict` or a mapping with ``reward``, sync or async, or
+    :class:`~whileai.scoring.Verdict` or a mapping with ``reward``, sync or async, or
     ``(prompt, completion[, reference])``. Each row gets ``judge_name`` (``name``, else the
     callable's name), ``judge_status`` and ``judge_meta`` with ``version`` (required: bump it
     when the prompt or model behind the judge changes, since a new version is a new judge),
@@ -337,6 +343,6 @@ def run_judge(
     """
     del registry
     resolved = own_judge(judge, version, name)
-    source = read_source(rows)
-    result: ScoredData = _run_sync(run_grading(source, resolved, DEFAULT_CONCURRENCY))
+    source = graded_source(rows)
+    result: ScoredData = run_sync(run_grading(source, resolved, DEFAULT_CONCURRENCY))
     return result

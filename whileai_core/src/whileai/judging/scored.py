@@ -17,10 +17,10 @@ from typing import Any
 
 import attrs
 
-from whileai.measure.report import Report, fmt
-from whileai.simulations.data import RowList
-from whileai.simulations.persistence import sidecar_path, write_rows, write_sidecar
-from whileai.simulations.privacy import export_row
+from whileai.schema.export import export_row
+from whileai.schema.files import sidecar_path, write_rows, write_sidecar
+from whileai.schema.report import Report, fmt
+from whileai.schema.rowlist import RowList
 
 #: judge_status values that mean the judge said nothing about the row
 UNJUDGED = ("error", "skipped")

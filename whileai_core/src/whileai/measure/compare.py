@@ -16,8 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._rows import RowCounts, TaskTable, name_some, provenance, read_rows, rows_of
-from whileai.measure.report import Report, fmt, fmt_ci, table
+from whileai.measure._tasks import RowCounts, TaskTable, name_some, provenance, task_table
 from whileai.measure.stats import (
     DEFAULT_RESAMPLES,
     MIN_TASKS_FOR_INTERVAL,
@@ -27,6 +26,8 @@ from whileai.measure.stats import (
     normal_quantile,
     t_band,
 )
+from whileai.schema.report import Report, fmt, fmt_ci, table
+from whileai.schema.source import rows_of
 
 #: Fewer runs than this behind a run_std and the std is not worth reading.
 MIN_RUNS_FOR_STD = 3
@@ -229,8 +230,8 @@ def _compare_rows(
     n_resamples: int,
     seed: Seed,
 ) -> CompareReport:
-    ta = read_rows(rows_a, what="arm a")
-    tb = read_rows(rows_b, what="arm b")
+    ta = task_table(rows_a, what="arm a")
+    tb = task_table(rows_b, what="arm b")
     shared = [m for m in ta.markers if m in tb.markers]
     headline = _headline_name(proxy, shared, ta, tb)
     metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), n_resamples, seed)}

@@ -41,9 +41,9 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.measure._rows import rows_of
-from whileai.measure.report import Report, table
-from whileai.simulations.schema import RowError
+from whileai.schema.records import RowError
+from whileai.schema.report import Report, table
+from whileai.schema.source import rows_of
 
 DEFAULT_N = 13
 # GPT-3 appendix C: "Due to spurious collisions at lower values of N we use a minimum value of 8".

@@ -20,10 +20,10 @@ from typing import Any
 
 import attrs
 
-from whileai.measure._rows import rows_of
 from whileai.measure.proportions import cohen_kappa, wilson_interval
-from whileai.measure.report import Report, fmt, fmt_ci, table
-from whileai.simulations.schema import RowError, check_reward, check_row, task_key
+from whileai.schema.records import RowError, check_reward, check_row, task_key
+from whileai.schema.report import Report, fmt, fmt_ci, table
+from whileai.schema.source import rows_of
 
 #: Fewer gold rows than this and the agreement figures describe the sample, not the judge.
 GOLD_FLOOR = 50

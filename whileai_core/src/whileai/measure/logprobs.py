@@ -19,15 +19,15 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.measure._rows import rows_of
-from whileai.measure.report import Report, fmt, fmt_ci, table
 from whileai.measure.stats import (
     DEFAULT_RESAMPLES,
     MIN_TASKS_FOR_INTERVAL,
     bootstrap_ci,
     t_quantile,
 )
-from whileai.simulations.schema import RowError, check_row, task_key
+from whileai.schema.records import RowError, check_row, task_key
+from whileai.schema.report import Report, fmt, fmt_ci, table
+from whileai.schema.source import rows_of
 
 Interval = tuple[float, float]
 FloatArray = npt.NDArray[np.float64]

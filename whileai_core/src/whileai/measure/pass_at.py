@@ -21,15 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from whileai.measure._rows import (
-    RowCounts,
-    TaskTable,
-    hack_suspected,
-    name_some,
-    read_rows,
-    rows_of,
-)
-from whileai.measure.report import Report, fmt, fmt_ci, table
+from whileai.measure._tasks import RowCounts, TaskTable, hack_suspected, name_some, task_table
 from whileai.measure.stats import (
     DEFAULT_RESAMPLES,
     MIN_TASKS_FOR_INTERVAL,
@@ -38,6 +30,8 @@ from whileai.measure.stats import (
     bootstrap_ci,
     bootstrap_cis,
 )
+from whileai.schema.report import Report, fmt, fmt_ci, table
+from whileai.schema.source import rows_of
 
 #: Fewer attempts per group than this and the k-way numbers are too noisy to print.
 MIN_REPEATS = 4
@@ -180,7 +174,7 @@ def pass_at(
         flags = hack_suspected(source)
         dropped = sum(flags)
         source = [row for row, flagged in zip(source, flags, strict=True) if not flagged]
-    table_ = read_rows(source, with_markers=False)
+    table_ = task_table(source, with_markers=False)
     report = _pass_at_from_table(table_, k, policy, n_resamples, seed)
     if dropped:
         report.n_hack_suspected = dropped
@@ -328,7 +322,7 @@ class GroupSignalReport(Report):
 
 def group_signal(rows: Iterable[Any] | Any) -> GroupSignalReport:
     """Counts of all-pass, all-fail and mixed groups over binary rows, grouped by task."""
-    t = read_rows(rows_of(rows), with_markers=False)
+    t = task_table(rows_of(rows), with_markers=False)
     n, c = t.n_binary, t.n_pass
     has = n > 0
     all_pass = int((has & (c == n)).sum())

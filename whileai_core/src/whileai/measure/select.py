@@ -25,8 +25,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._rows import RowCounts, hack_suspected, read_rows, rows_of
-from whileai.measure.report import Report, table
+from whileai.measure._tasks import RowCounts, hack_suspected, task_table
+from whileai.schema.report import Report, table
+from whileai.schema.source import rows_of
 
 MODES = ("rl",)
 HACK_POLICIES = ("keep", "drop")
@@ -104,7 +105,7 @@ def select(
         )
     low, high = _check_band(band)
     source = rows_of(rows)
-    t = read_rows(source, with_markers=False, with_cut=True)
+    t = task_table(source, with_markers=False, with_cut=True)
     reward = t.row_reward
     cut = t.row_cut
     assert cut is not None

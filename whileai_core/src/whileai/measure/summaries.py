@@ -16,11 +16,12 @@ from typing import Any
 
 import attrs
 
-from whileai.measure._rows import read_rows, rows_of
+from whileai.measure._tasks import task_table
 from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
-from whileai.measure.report import Report, fmt, fmt_ci, table
 from whileai.measure.stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_INTERVAL, bootstrap_ci
-from whileai.simulations.schema import check_reward, check_row
+from whileai.schema.records import check_reward, check_row
+from whileai.schema.report import Report, fmt, fmt_ci, table
+from whileai.schema.source import rows_of
 
 Interval = tuple[float, float]
 _REPEATS_CAVEAT = (
@@ -82,7 +83,7 @@ def _summarise(
     seed: int,
     confidence: float,
 ) -> tuple[dict[str, MetricLine], int, int, list[str]]:
-    tasks = read_rows(rows_of(rows))
+    tasks = task_table(rows_of(rows))
     wanted: list[str]
     if names is None:
         wanted = (["reward"] if include_reward else []) + sorted(tasks.markers)
@@ -159,7 +160,7 @@ def _is_flag(value: Any) -> bool:
 
 
 def _tasks_with_repeats(rows: Sequence[Mapping[str, Any]]) -> int:
-    counts = read_rows(rows, with_markers=False).n_rows
+    counts = task_table(rows, with_markers=False).n_rows
     return int((counts > 1).sum())
 
 
@@ -266,7 +267,7 @@ def refusal_report(
     refused = 0
     from_marker = 0
     refused_tasks: set[str] = set()
-    tasks = read_rows(rows, with_markers=False)
+    tasks = task_table(rows, with_markers=False)
     for i, row in enumerate(rows):
         value = (row.get("markers") or {}).get(marker)
         if value is not None:
@@ -426,7 +427,7 @@ def judge_trust(
     flagged = {name: tally for name, tally in flagged.items() if name not in non_flag}
     fired = sum(t[0] for t in flagged.values())
     if fired:
-        repeats = int((read_rows(rows, with_markers=False).n_rows > 1).sum())
+        repeats = int((task_table(rows, with_markers=False).n_rows > 1).sum())
         if repeats:
             notes.append(_REPEATS_CAVEAT.format(n=repeats))
     return JudgeTrustReport(

@@ -35,13 +35,14 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._rows import read_rows, rows_of
-from whileai.measure.report import Report, fmt, table
+from whileai.measure._tasks import task_table
 from whileai.measure.stats import (
     DEFAULT_CONFIDENCE,
     normal_quantile,
     t_band,
 )
+from whileai.schema.report import Report, fmt, table
+from whileai.schema.source import rows_of
 
 #: Fewer runs than this and a standard deviation across them is not worth reading.
 MIN_RUNS = 3
@@ -128,7 +129,7 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
         runs = tuple(runs[0])
     if not runs:
         raise ValueError("eval_variance needs the runs: eval_variance(run_1, run_2, run_3)")
-    tables = [read_rows(rows_of(r, f"run {i}"), what=f"run {i}") for i, r in enumerate(runs, 1)]
+    tables = [task_table(rows_of(r, f"run {i}"), what=f"run {i}") for i, r in enumerate(runs, 1)]
     notes: list[str] = []
     metrics: dict[str, RunSpread] = {}
     names = ["reward", *sorted({m for t in tables for m in t.markers})]
@@ -365,7 +366,7 @@ def holdout_size(
         "tasks are independent; normal approximation to the mean paired difference",
     ]
     if before is not None:
-        t = read_rows(rows_of(before, "before"), what="before", with_markers=False)
+        t = task_table(rows_of(before, "before"), what="before", with_markers=False)
         n, c = t.n_binary, t.n_pass
         has = n > 0
         if not has.any():

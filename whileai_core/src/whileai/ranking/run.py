@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import inspect
-import json
 import os
 import random
 from collections import Counter
@@ -27,19 +26,21 @@ from typing import Any
 
 import attrs
 
-from whileai.measure.report import Report, fmt
-from whileai.plugins import Registry, get_registry
 from whileai.ranking.bradley_terry import DEFAULT_PRIOR_TIES, expected_win_rate, fit
 from whileai.ranking.pairs import DEFAULT_MAX_PAIRS, DEFAULT_MIN_PAIRS_PER_ROW, schedule_pairs
 from whileai.ranking.preference import SCORE_OF_A, Preference, as_preference, combine_orders
-from whileai.simulations.persistence import (
+from whileai.registry import Registry, get_registry
+from whileai.schema.files import (
     read_sidecar,
     sidecar_path,
     write_rows,
     write_sidecar,
 )
-from whileai.simulations.schema import RowError, check_row, task_key
-from whileai.simulations.signatures import accepted
+from whileai.schema.records import RowError, check_row, task_key
+from whileai.schema.report import Report, fmt
+from whileai.schema.source import RowSource, row_source
+from whileai.signatures import accepted
+from whileai.sync import run_sync
 
 METHOD = (
     "Bradley-Terry (MM, Hunter 2004) with one virtual tie per row against a reference; "
@@ -117,15 +118,6 @@ class RankReport(Report):
         return [f"  {name:<22}{value}" for name, value in rows]
 
 
-@attrs.define
-class _Source:
-    rows: list[Any]
-    path: Path | None = None
-    #: the file line of each row, for errors that name it
-    lines: list[int] | None = None
-    simulation: Any = None
-
-
 def rank(
     source: str | os.PathLike[str] | Sequence[Mapping[str, Any]] | Any,
     judge: Any = "pairwise",
@@ -154,7 +146,7 @@ def rank(
     its ``.meta.json`` sidecar (which gains a ``ranking`` entry), go through ``export_row``.
     """
     _check_knobs(concurrency, max_pairs, min_pairs_per_row, seed)
-    loaded = _load(source)
+    loaded = row_source(source, "rank(source=)", privileged=True)
     for index, row in enumerate(loaded.rows):
         _check(row, index, loaded)
     target = Path(output) if output is not None else loaded.path
@@ -162,11 +154,9 @@ def rank(
     base_sidecar = _base_sidecar(loaded) if target is not None else None
     ranker, backend_opened = _build_ranker(judge, registry)
 
-    from whileai.simulations.data import _run_sync
-
-    ranked, stats, notes = _run_sync(
+    ranked, stats, notes = run_sync(
         _rank_rows(
-            loaded.rows,
+            list(loaded.rows),
             ranker,
             concurrency=concurrency or DEFAULT_CONCURRENCY,
             seed=seed,
@@ -200,56 +190,24 @@ def _check_knobs(
         raise ValueError(f"seed must be an integer, got {seed!r}")
 
 
-def _load(source: Any) -> _Source:
-    from whileai.simulations.data import Simulation
-
-    if isinstance(source, str | os.PathLike):
-        return _read_jsonl(Path(source))
-    if isinstance(source, Simulation):
-        return _Source(list(source.trajectories), simulation=source)
-    if isinstance(source, Mapping) or not isinstance(source, Sequence):
-        raise TypeError(
-            "rank(source=) takes a JSONL path, a list of rows or a Simulation; "
-            f"got {type(source).__name__}"
-        )
-    return _Source(list(source))
-
-
-def _read_jsonl(path: Path) -> _Source:
-    if not path.exists():
-        raise FileNotFoundError(f"rank: no such file {str(path)!r}")
-    if not path.is_file():
-        raise ValueError(f"rank: {str(path)!r} is not a file of rows (JSONL)")
-    rows: list[Any] = []
-    lines: list[int] = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise RowError(f"{path}, line {number}: not valid JSON ({exc})") from None
-            lines.append(number)
-    return _Source(rows, path=path, lines=lines)
-
-
-def _check(row: Any, index: int, source: _Source) -> None:
+def _check(row: Any, index: int, source: RowSource) -> None:
     try:
         check_row(row, index)
         task_key(row, index)
     except RowError as exc:
-        if source.path is not None and source.lines is not None:
-            raise RowError(f"{source.path}, line {source.lines[index]}: {exc}") from None
+        where = source.where(index)
+        if where is not None:
+            raise RowError(f"{where}: {exc}") from None
         raise
 
 
-def _base_sidecar(source: _Source) -> dict[str, Any] | None:
+def _base_sidecar(source: RowSource) -> dict[str, Any] | None:
     """What the written sidecar starts from: the source file's, or the run's own."""
     if source.path is not None:
         return read_sidecar(sidecar_path(source.path))
-    if source.simulation is not None and source.simulation.trajectories:
-        return dict(source.simulation.sidecar(complete=True))
+    sidecar = getattr(source.run, "sidecar", None)
+    if callable(sidecar) and source.rows:
+        return dict(sidecar(complete=True))
     return None
 
 
@@ -264,9 +222,7 @@ def _build_ranker(judge: Any, registry: Registry | None) -> tuple[Any, bool]:
         built, opened = judge, False
     if not callable(getattr(built, "compare", None)):
         if opened and getattr(built, "backend", None) is not None:
-            from whileai.simulations.data import _run_sync
-
-            _run_sync(_close(built))  # built here for nothing: do not leave its model open
+            run_sync(_close(built))  # built here for nothing: do not leave its model open
         raise TypeError(
             f"judge {judge!r} cannot rank: it has no compare(row_a, row_b). A judge that "
             "grades one row (such as 'rubric') gives reward; rank needs a pairwise judge, "
@@ -466,7 +422,7 @@ async def _rank_rows(
 
 
 async def _close(ranker: Any) -> list[str]:
-    from whileai.simulations.backend_use import RunBackend, close_backends
+    from whileai.backend_use import RunBackend, close_backends
 
     name = str(getattr(ranker, "model", None) or getattr(ranker, "name", "judge"))
     return await close_backends([RunBackend(name, ranker.backend, ["judge"], opened=True)])

@@ -15,16 +15,11 @@ from typing import Any
 
 import attrs
 
-from whileai.measure.report import Report, fmt
-from whileai.simulations.persistence import sidecar_path, write_rows, write_sidecar
-from whileai.simulations.privacy import export_row
-
-
-class RowList(list[dict[str, Any]]):
-    """The exported rows: a list, and ``data.rows()`` returns the same list."""
-
-    def __call__(self) -> RowList:
-        return self
+from whileai.schema.export import export_row
+from whileai.schema.files import sidecar_path, write_rows, write_sidecar
+from whileai.schema.report import Report, fmt
+from whileai.schema.rowlist import RowList
+from whileai.sync import run_sync
 
 
 @attrs.define(kw_only=True, repr=False)
@@ -236,9 +231,9 @@ class Simulation:
         """Graded copies of this run's trajectories (privileged kept in memory)."""
         import asyncio
 
-        from whileai.plugins import get_registry
-        from whileai.simulations.backend_use import RunBackend, close_backends
-        from whileai.simulations.grader import resolve_grader
+        from whileai.backend_use import RunBackend, close_backends
+        from whileai.graders import resolve_grader
+        from whileai.registry import get_registry
 
         grader = resolve_grader(judge, get_registry(registry or self._registry))
 
@@ -252,7 +247,7 @@ class Simulation:
                         [RunBackend(grader.name, grader.backend, ["judge"], opened=True)]
                     )
 
-        graded = _run_sync(grade_all())
+        graded = run_sync(grade_all())
         fields = dict(self._report_fields)
         fields["grader"] = grader.name
         return Simulation(
@@ -270,19 +265,6 @@ class Simulation:
 def _plain_report(report: RunReport) -> dict[str, Any]:
     out = report.to_dict()
     return out
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also when an event loop is already running (Jupyter)."""
-    import asyncio
-    import concurrent.futures
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def counts_by(rows: list[Mapping[str, Any]], key: str) -> dict[str, int]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
 from whileai.worlds import FAULT_KINDS
 
 #: Fields that are experiment knobs (what a researcher changes between runs); the rest are
@@ -158,7 +159,7 @@ class RunKnobs:
     # Rollouts in flight at once, and the concurrency= each backend resolved from a spec is
     # built with (its connection pool). 16 keeps two cores busy with the embedded model off
     # the event loop while an HTTP endpoint sees a modest queue; convention, untested.
-    max_concurrency: int = _knob(16, 1, 4096)
+    max_concurrency: int = _knob(DEFAULT_MAX_CONCURRENCY, 1, 4096)
     # Tool-call rounds the agent may take inside one turn before it must answer; tool loops
     # in small models otherwise never end. Convention, untested.
     max_tool_rounds: int = _knob(4, 0, 64)

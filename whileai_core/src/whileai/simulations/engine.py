@@ -17,12 +17,7 @@ from typing import Any
 
 import attrs
 
-import whileai
-from whileai.backends import (
-    Sampling,
-)
-from whileai.plugins import Registry, get_registry, notify
-from whileai.simulations.backend_use import (
+from whileai.backend_use import (
     RunBackend,
     add_backend,
     close_backends,
@@ -31,7 +26,22 @@ from whileai.simulations.backend_use import (
     usage_report,
     wait_warnings,
 )
-from whileai.simulations.data import Simulation, _run_sync
+from whileai.backends import (
+    Sampling,
+)
+from whileai.graders import Graders, MarkerSet, resolve_graders
+from whileai.registry import Registry, get_registry, notify
+from whileai.schema.export import export_row
+from whileai.schema.files import (
+    RowWriter,
+    read_jsonl,
+    read_sidecar,
+    resume_mismatch,
+    sidecar_path,
+    write_sidecar,
+)
+from whileai.schema.records import prompt_hash
+from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.executors import (
     InProcessExecutor,
@@ -43,21 +53,12 @@ from whileai.simulations.executors import (
     resolve_executor,
     ship_problems,
 )
-from whileai.simulations.grader import Graders, MarkerSet, resolve_graders
 from whileai.simulations.models import ResolvedModels, resolve_models
 from whileai.simulations.params import (
     ALIASES,
     RunParams,
     merge_aliases,
     resolve_params,
-)
-from whileai.simulations.persistence import (
-    RowWriter,
-    load_rows,
-    read_sidecar,
-    resume_mismatch,
-    sidecar_path,
-    write_sidecar,
 )
 from whileai.simulations.plan import (
     PlannedSituation,
@@ -67,10 +68,10 @@ from whileai.simulations.plan import (
     plan_from_tasks,
     write_situations,
 )
-from whileai.simulations.privacy import export_row
 from whileai.simulations.progress import RunProgress
 from whileai.simulations.rollout import Job, RolloutContext
-from whileai.simulations.schema import prompt_hash
+from whileai.sync import run_sync
+from whileai.version import __version__
 from whileai.worlds import FaultPlan, World
 
 #: Bumped whenever the same parameters would plan different situations or seeds.
@@ -214,7 +215,9 @@ async def _run_once(
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if output is not None:
         side = read_sidecar(sidecar_path(output))
-        on_disk = load_rows(output, repair=params.resume)
+        on_disk = read_jsonl(
+            output, what="output", tail="cut" if params.resume else "drop", missing_ok=True
+        ).rows
         if (on_disk or side) and not params.resume:
             raise FileExistsError(
                 f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
@@ -312,7 +315,7 @@ async def _run_once(
     metadata: dict[str, Any] = {
         "run_id": run_id,
         "created": created,
-        "whileai_version": whileai.__version__,
+        "whileai_version": __version__,
         "agent_model": resolved.agent_spec,
         "model_version": None,
         "writer_model": writer_model,
@@ -525,7 +528,13 @@ async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
         resolved = resolve_models(
             params, registry, concurrency=knobs.max_concurrency, backends=backends
         )
-        graders = resolve_graders(params, registry, resolved)
+        graders = resolve_graders(
+            params.judge,
+            params.llm_grade,
+            registry,
+            judge_model=resolved.judge_spec,
+            judge_why=resolved.judge_why,
+        )
         for grader in (graders.grader, graders.llm_grader):
             if grader is not None and grader.backend is not None:
                 label = str(resolved.judge_spec or getattr(grader.backend, "name", "judge"))
@@ -606,4 +615,4 @@ def simulate(
     Every parameter, its default and its alias is in docs/parameters.md.
     """
     kwargs = {k: v for k, v in locals().items()}
-    return _run_sync(asimulate(**kwargs))
+    return run_sync(asimulate(**kwargs))

@@ -33,11 +33,11 @@ from typing import Any
 
 import attrs
 
+from whileai.backend_use import RunBackend, add_backend, close_backends
 from whileai.backends import Sampling
-from whileai.grading import Verdict
-from whileai.plugins import LoadFailure, Registry, make_plugin_manager
-from whileai.simulations.backend_use import RunBackend, add_backend, close_backends
-from whileai.simulations.grader import Grader, MarkerSet, resolve_graders, world_grader
+from whileai.graders import Grader, MarkerSet, resolve_graders, world_grader
+from whileai.registry import LoadFailure, Registry, make_plugin_manager
+from whileai.scoring import Verdict
 from whileai.simulations.models import resolve_models
 from whileai.simulations.params import is_callable_agent, resolve_params
 from whileai.simulations.rollout import Job, Models, RolloutContext, failed_row, run_rollout
@@ -286,7 +286,13 @@ class JobRunner:
                 params, registry, concurrency=run.concurrency, backends=backends
             )
             resolved = attrs.evolve(resolved, judge_spec=run.judge_model)
-            graders = resolve_graders(params, registry, resolved)
+            graders = resolve_graders(
+                params.judge,
+                params.llm_grade,
+                registry,
+                judge_model=resolved.judge_spec,
+                judge_why=resolved.judge_why,
+            )
             for grader in (graders.grader, graders.llm_grader):
                 if grader is not None and grader.backend is not None:
                     add_backend(backends, "judge", grader.backend, "judge", opened=True)

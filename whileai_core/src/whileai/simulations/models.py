@@ -4,13 +4,13 @@ report says about defaults and about one model doing several jobs."""
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from whileai.backend_use import RunBackend, add_backend
 from whileai.backends import (
     EMBEDDED_SPEC,
     Backend,
@@ -19,20 +19,13 @@ from whileai.backends import (
     default_spec,
     resolve_backend,
 )
-from whileai.plugins import Registry
-from whileai.simulations.backend_use import RunBackend, add_backend
+from whileai.registry import Registry
+from whileai.signatures import accepted
 from whileai.simulations.params import RunParams, is_callable_agent
 from whileai.simulations.rollout import Models
-from whileai.simulations.signatures import accepted
 
 TEMPLATE_WRITER = "template"
 SEED_WRITER = "seed"
-
-
-def derive_seed(seed: int, *parts: Any) -> int:
-    """A stable 32-bit seed from the run seed and a path of names (no Python hash salt)."""
-    text = "|".join([str(seed), *map(str, parts)])
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
 
 
 class CallableAgent:

@@ -15,13 +15,14 @@ from typing import Any
 import attrs
 
 from whileai.backends import Sampling
-from whileai.plugins import Registry
+from whileai.registry import Registry
+from whileai.schema.records import prompt_hash
+from whileai.seeds import derive_seed
+from whileai.signatures import accepted, accepts
 from whileai.simulations.defaults import RunKnobs
-from whileai.simulations.models import SEED_WRITER, Writer, derive_seed
+from whileai.simulations.models import SEED_WRITER, Writer
 from whileai.simulations.params import RunParams
 from whileai.simulations.rollout import Job
-from whileai.simulations.schema import prompt_hash
-from whileai.simulations.signatures import accepted, accepts
 from whileai.worlds import Situation, World
 
 

@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 
 from whileai.backends import Backend, BackendError, Completion, Sampling
-from whileai.simulations.privacy import step_messages
-from whileai.simulations.schema import Judgment, Rollout, Task, to_row
-from whileai.simulations.signatures import accepts
+from whileai.schema.export import step_messages
+from whileai.schema.records import Judgment, Rollout, Task, to_row
+from whileai.signatures import accepts
 from whileai.worlds import Episode, FaultPlan, Situation, World
 
 SATISFIED_TAG = "[DONE]"

@@ -2,7 +2,7 @@
 and the reading side that lets a killed run resume without duplicating or losing a row.
 
 Every row goes through ``export_row`` on its way to disk. A process killed mid-write leaves at
-most one partial last line; ``load_rows`` drops it (and cuts it from the file) so the resumed
+most one partial last line; ``read_jsonl(tail="cut")`` drops it (and cuts it from the file) so the resumed
 run writes that rollout again, once.
 """
 
@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from whileai.simulations.privacy import export_row
+import attrs
+
+from whileai.schema.export import export_row
+from whileai.schema.records import RowError
 
 SIDECAR_SUFFIX = ".meta.json"
 
@@ -62,7 +65,7 @@ class RowWriter:
         self.close()
 
 
-def write_rows(path: str | os.PathLike[str], rows: list[Mapping[str, Any]]) -> None:
+def write_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
     """Write rows to a fresh file atomically (temp file + replace): ``data.save``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -75,38 +78,76 @@ def write_rows(path: str | os.PathLike[str], rows: list[Mapping[str, Any]]) -> N
     os.replace(tmp, target)
 
 
-def load_rows(path: str | os.PathLike[str], *, repair: bool = True) -> list[dict[str, Any]]:
-    """The rows of a JSONL file. A partial last line (a killed writer) is dropped and, with
-    ``repair``, cut from the file; a bad line anywhere else is an error naming the line."""
+#: What ``read_jsonl`` does with a last line that has no newline (a writer may have been killed
+#: while writing it): "error" treats it as any line, "drop" leaves it out, "cut" leaves it out
+#: and truncates the file there, so a resumed run writes that rollout again, once.
+TAIL_MODES = ("error", "drop", "cut")
+
+
+@attrs.frozen
+class FileRows:
+    """The rows of a JSONL file, each with the line it came from."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    lines: list[int]
+
+    def where(self, index: int) -> str:
+        """``runs/a.jsonl, line 7`` for the row at ``index``."""
+        return f"{self.path}, line {self.lines[index]}"
+
+
+def read_jsonl(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "rows",
+    tail: str = "error",
+    missing_ok: bool = False,
+) -> FileRows:
+    """The one reader of row files: every non-blank line of ``path`` as a row (a JSON object).
+
+    A line that is not valid JSON, or not an object, is a RowError naming the file and line;
+    nothing is skipped silently. ``tail`` says what happens to an unfinished last line (see
+    ``TAIL_MODES``); ``missing_ok`` reads a file that does not exist yet as no rows (a run
+    about to start), else it is a FileNotFoundError naming ``what``.
+    """
+    if tail not in TAIL_MODES:
+        raise ValueError(f"tail must be one of {', '.join(TAIL_MODES)}, got {tail!r}")
     target = Path(path)
     if not target.exists():
-        return []
+        if missing_ok:
+            return FileRows(target, [], [])
+        raise FileNotFoundError(f"{what}: no such file {str(target)!r}")
+    if not target.is_file():
+        raise ValueError(f"{what}: {str(target)!r} is not a file of rows (JSONL)")
     data = target.read_bytes()
     rows: list[dict[str, Any]] = []
+    numbers: list[int] = []
     offset = 0
     good_end = 0
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
-        is_last = number == len(lines)
-        end = offset + len(raw) + (0 if is_last else 1)
+        unfinished = number == len(lines) and tail != "error"
+        end = offset + len(raw) + (0 if number == len(lines) else 1)
         if raw.strip():
+            if unfinished:
+                break  # no newline after it: the write may have been cut; redo it
             try:
                 value = json.loads(raw)
-            except ValueError:
-                if is_last:
-                    break  # the partial line a killed writer left
-                raise ValueError(f"{target}: line {number} is not valid JSON") from None
+            except ValueError as exc:
+                raise RowError(f"{target}, line {number}: not valid JSON ({exc})") from None
             if not isinstance(value, dict):
-                raise ValueError(f"{target}: line {number} is not a JSON object")
-            if is_last:
-                break  # complete JSON but no newline: the write may have been cut; redo it
+                raise RowError(
+                    f"{target}, line {number}: a {type(value).__name__}, not a row (a JSON object)"
+                )
             rows.append(value)
+            numbers.append(number)
         good_end = end
         offset = end
-    if repair and good_end < len(data):
+    if tail == "cut" and good_end < len(data):
         with open(target, "r+b") as f:
             f.truncate(good_end)
-    return rows
+    return FileRows(target, rows, numbers)
 
 
 def write_sidecar(path: str | os.PathLike[str], content: Mapping[str, Any]) -> None:

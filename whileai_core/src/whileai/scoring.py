@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from whileai.simulations.schema import RowError
+from whileai.schema.records import RowError
 
 
 @attrs.frozen

@@ -1,5 +1,8 @@
-"""How a run grades its rollouts: ``judge=`` (a judge or verifier spec, or a callable) through
-``whileai.grading``, else the world's programmatic ``episode.check``; ``llm_grade=True`` adds
+"""How rows are graded: ``judge=`` (a judge or verifier spec, or a callable) as a
+:class:`Grader`, shared by ``simulate()``, ``wai.grade`` and ``Simulation.grade``.
+
+How a run grades its rollouts: ``judge=`` (a judge or verifier spec, or a callable) through
+``whileai.scoring``, else the world's programmatic ``episode.check``; ``llm_grade=True`` adds
 the rubric judge's score as ``llm_reward``; registered markers measure every row.
 
 Sync and async judges both work; a judge from the registry (typically a model call) runs off
@@ -15,11 +18,13 @@ from typing import Any
 
 import attrs
 
-from whileai.grading import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
-from whileai.plugins import Registry, UnknownPluginError
-from whileai.simulations.models import ResolvedModels
-from whileai.simulations.params import RunParams
-from whileai.simulations.signatures import accepted
+from whileai.registry import Registry, UnknownPluginError
+from whileai.scoring import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
+from whileai.signatures import accepted
+
+#: The judge ``llm_grade=True`` adds as ``llm_reward``: a documented default, resolved through
+#: the registry like any name (a missing whileai-judges gives the usual install hint).
+LLM_GRADE_JUDGE = "rubric"
 
 
 @attrs.frozen
@@ -169,18 +174,21 @@ class Graders:
     notes: list[str]
 
 
-def resolve_graders(params: RunParams, registry: Registry, resolved: ResolvedModels) -> Graders:
-    """``judge=`` and ``llm_grade=`` as graders, with the report's note on the judge model."""
-    judge_model = resolved.judge_spec
-    grader = (
-        resolve_grader(params.judge, registry, judge_model=judge_model)
-        if params.judge is not None
-        else None
-    )
+def resolve_graders(
+    judge: Any,
+    llm_grade: bool,
+    registry: Registry,
+    *,
+    judge_model: str | None = None,
+    judge_why: str = "",
+) -> Graders:
+    """``judge=`` and ``llm_grade=`` as graders, with the report's note on the judge model
+    (``judge_model`` is the judge role's spec, ``judge_why`` how it was chosen)."""
+    grader = resolve_grader(judge, registry, judge_model=judge_model) if judge is not None else None
     llm_grader = (
-        resolve_grader("rubric", registry, judge_model=judge_model) if params.llm_grade else None
+        resolve_grader(LLM_GRADE_JUDGE, registry, judge_model=judge_model) if llm_grade else None
     )
     notes = []
     if any(g is not None and g.backend is not None for g in (grader, llm_grader)):
-        notes.append(f"judge: {judge_model} ({resolved.judge_why})")
+        notes.append(f"judge: {judge_model} ({judge_why})")
     return Graders(grader, llm_grader, notes)

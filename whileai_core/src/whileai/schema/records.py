@@ -6,7 +6,7 @@ the round trip is exact. Keys the schema does not name are carried verbatim in
 and absent mean the same. ``sampling`` and ``reward`` are always written, because their
 ``None`` says something (no sampling was reported; the row is not judged).
 
-The wire contract is ``schemas/row-v1.json``; ``row_json_schema()`` generates it from the
+The wire contract is ``row-v1.json`` beside this module; ``row_json_schema()`` generates it from the
 field metadata below and a test keeps the checked-in file equal to it.
 """
 

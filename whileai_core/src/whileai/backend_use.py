@@ -16,6 +16,13 @@ from typing import Any
 
 import attrs
 
+#: Model calls in flight at once when nothing says otherwise: ``simulate()``'s rollouts
+#: (``advanced={"max_concurrency": ...}``), the rows ``wai.grade`` judges at once, and the
+#: ``concurrency=`` a backend built from a spec gets for its connection pool. 16 keeps two
+#: cores busy with the embedded model off the event loop while an HTTP endpoint sees a
+#: modest queue; convention, untested.
+DEFAULT_MAX_CONCURRENCY = 16
+
 #: BackendStats counters reported per run (the difference over the run, since a backend
 #: shared by several runs of one call keeps counting).
 _COUNTERS = (

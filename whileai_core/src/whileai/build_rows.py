@@ -1,26 +1,23 @@
 """``wai.rows()``: rows from prompts and completions you already have.
 
-The rows have the shape a run writes (built through :mod:`whileai.simulations.schema`, so they
+The rows have the shape a run writes (built through :mod:`whileai.schema.records`, so they
 carry ``schema_version``), so every measurement call reads them unchanged. A verifier or a
-callable scores them through the one grading path (:func:`whileai.grading.grade_row`), so each
+callable scores them through the one grading path (:func:`whileai.scoring.grade_row`), so each
 row says what scored it; numbers you already have are written as given (``label_source:
 "given"``).
 
-``whileai.rows`` is both this module and the call ``wai.rows(...)``.
+``whileai.build_rows`` is both this module and the call ``wai.rows(...)``.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import sys
-import types
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from whileai.grading import Scorer, as_scorer, grade_row
-from whileai.simulations.schema import (
+from whileai.schema.records import (
     Judgment,
     Rollout,
     RowError,
@@ -28,8 +25,9 @@ from whileai.simulations.schema import (
     prompt_hash,
     to_row,
 )
+from whileai.scoring import Scorer, as_scorer, grade_row
 
-__all__ = ["RowsWarning", "build_rows"]
+__all__ = ["RowsWarning", "build_rows", "rows"]
 
 
 class RowsWarning(UserWarning):
@@ -335,21 +333,15 @@ def _row_markers(value: Any, i: int, j: int) -> dict[str, Any]:
     return dict(value)
 
 
-class _RowsModule(types.ModuleType):
-    """``whileai.rows`` is both this module and the call ``wai.rows(...)``."""
-
-    def __call__(
-        self,
-        prompts: Sequence[Any],
-        completions: Sequence[Any],
-        reward: Any,
-        references: Sequence[Any] | None = None,
-        task_ids: Sequence[Any] | None = None,
-        markers: Sequence[Any] | None = None,
-    ) -> list[dict[str, Any]]:
-        return build_rows(prompts, completions, reward, references, task_ids, markers)
-
-    __call__.__doc__ = build_rows.__doc__
+def rows(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    reward: Any,
+    references: Sequence[Any] | None = None,
+    task_ids: Sequence[Any] | None = None,
+    markers: Sequence[Any] | None = None,
+) -> list[dict[str, Any]]:
+    return build_rows(prompts, completions, reward, references, task_ids, markers)
 
 
-sys.modules[__name__].__class__ = _RowsModule
+rows.__doc__ = build_rows.__doc__

@@ -13,9 +13,7 @@ import difflib
 import functools
 import os
 import re
-import sys
 import traceback
-import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -445,12 +443,7 @@ def get_registry(registry: Registry | None = None) -> Registry:
     return registry if registry is not None else default_registry()
 
 
-class _PluginsModule(types.ModuleType):
-    """``whileai.plugins`` is both this module and the call ``wai.plugins()``."""
-
-    def __call__(self, registry: Registry | None = None) -> PluginTable:
-        """The registry as a table: kind, name, aliases, distribution, version."""
-        return get_registry(registry).table()
-
-
-sys.modules[__name__].__class__ = _PluginsModule
+def plugins(registry: Registry | None = None) -> PluginTable:
+    """``wai.plugins()``: the registry as a table (kind, name, aliases, distribution,
+    version), with the plugins that failed to load or were disabled."""
+    return get_registry(registry).table()

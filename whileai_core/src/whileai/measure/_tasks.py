@@ -16,8 +16,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.measure.report import Report
-from whileai.simulations.schema import RowError, check_row, task_key
+from whileai.schema.records import RowError, check_row, task_key
+from whileai.schema.report import Report
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -25,26 +25,6 @@ IntArray = npt.NDArray[np.int64]
 # A judge that errored or skipped said nothing about the completion, whatever reward it left.
 # (a tuple: a status of any type, even unhashable, compares without error)
 _UNJUDGED_STATUS = ("error", "skipped")
-
-
-def rows_of(source: Any, what: str = "rows") -> Sequence[Mapping[str, Any]]:
-    """The rows of ``source``: a list of rows, or a run / dataset carrying them as ``.rows``
-    (a list, or a method returning one, as ``data.rows()``)."""
-    if isinstance(source, str | bytes | Mapping):
-        raise TypeError(
-            f"{what} must be a list of rows (mappings) or a run with .rows; got a "
-            f"{type(source).__name__}. A single row goes in a list: [row]"
-        )
-    if not isinstance(source, Sequence) and hasattr(source, "rows"):
-        carried = source.rows
-        source = carried() if callable(carried) else carried
-    if isinstance(source, Sequence) and not isinstance(source, str | bytes):
-        return source
-    if isinstance(source, Iterable):
-        return list(source)
-    raise TypeError(
-        f"{what} must be a list of rows (mappings) or a run with .rows; got {type(source).__name__}"
-    )
 
 
 def hack_suspected(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
@@ -92,7 +72,7 @@ class TaskTable:
     #: marker name -> (rows carrying it per task, sum of its values per task)
     markers: dict[str, tuple[IntArray, FloatArray]]
     counts: RowCounts
-    #: per row: its task index and its reward class (see ``read_rows``); kept for ``select``
+    #: per row: its task index and its reward class (see ``task_table``); kept for ``select``
     row_task: IntArray
     row_reward: FloatArray
     #: per row, when asked for: reply empty or cut at the token cap
@@ -116,7 +96,7 @@ class TaskTable:
         return keys, total[has] / count[has]
 
 
-def read_rows(
+def task_table(
     rows: Iterable[Any], *, what: str = "rows", with_markers: bool = True, with_cut: bool = False
 ) -> TaskTable:
     """Validate and group ``rows`` in one pass.

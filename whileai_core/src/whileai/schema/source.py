@@ -1,0 +1,159 @@
+"""Rows from anything a user hands a whileai call: the one answer to "what counts as rows".
+
+Every call that reads rows (the measurements, ``wai.grade``, ``wai.run_judge``, ``wai.rank``)
+takes the same things, through :func:`row_source`:
+
+- a list (or any iterable) of row mappings;
+- a run: ``simulate()``'s result or a ScoredData, read for its ``trajectories`` when the caller
+  needs the privileged block (a judge does), else for its exported ``rows``; any object
+  carrying ``.rows`` (a list, or a method returning one) also counts;
+- the path of a JSONL file written by ``simulate(output=)`` or ``save()``, read by
+  :func:`whileai.schema.files.read_jsonl`, with the sidecar beside it.
+
+A single row (a mapping), a bare string that is no file, a number: a TypeError naming the
+argument. Rows are checked by the caller that needs them checked, so the measurements keep
+their one linear pass; :meth:`RowSource.checked` is the up-front check a judge wants before
+it calls a model, with errors naming the file and line when the rows came from one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from whileai.schema.files import read_jsonl, read_sidecar, sidecar_path
+from whileai.schema.records import RowError, check_row
+
+
+@attrs.frozen
+class RowSource:
+    """Rows and where they came from."""
+
+    rows: Sequence[Mapping[str, Any]]
+    #: one phrase for a report: "12 rows", "runs/a.jsonl", "run 3f2a..."
+    label: str
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    system_prompts: dict[str, str] = attrs.field(factory=dict)
+    #: the repeat policy the rows were sampled under, when a run says so
+    repeat_policy: str | None = None
+    notes: tuple[str, ...] = ()
+    #: the file the rows were read from, and each row's line in it
+    path: Path | None = None
+    lines: tuple[int, ...] | None = None
+    #: the run object the rows came from, when they came from one
+    run: Any = attrs.field(default=None, eq=False, repr=False)
+
+    def where(self, index: int) -> str | None:
+        """``runs/a.jsonl, line 7`` for a row read from a file; None otherwise."""
+        if self.path is None or self.lines is None:
+            return None
+        return f"{self.path}, line {self.lines[index]}"
+
+    def checked(self, what: str = "rows") -> list[dict[str, Any]]:
+        """Copies of the rows, each validated (``check_row``); an empty source is a
+        ValueError and a bad row a RowError naming its index, or its file and line."""
+        if not self.rows:
+            if self.path is not None:
+                raise ValueError(
+                    f"{what}={str(self.path)!r} holds no rows: there is nothing to grade"
+                )
+            raise ValueError(f"{what} is empty: there is nothing to grade")
+        out = []
+        for i, row in enumerate(self.rows):
+            if not isinstance(row, Mapping):
+                where = self.where(i) or f"{what}[{i}]"
+                raise RowError(f"{where} is a {type(row).__name__}, not a row (a mapping)")
+            try:
+                check_row(row, i)
+            except RowError as exc:
+                where = self.where(i)
+                raise RowError(f"{where or what}: {exc}") from None
+            out.append(dict(row))
+        return out
+
+
+def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> RowSource:
+    """``source`` as a :class:`RowSource`; ``what`` names the argument in errors.
+
+    ``privileged=True`` reads a run's in-memory trajectories (the privileged block kept, for a
+    judge) rather than its exported rows."""
+    if isinstance(source, str | os.PathLike):
+        return _from_file(Path(source), what)
+    if isinstance(source, bytes | Mapping):
+        raise TypeError(_wrong(what, source))
+    trajectories = getattr(source, "trajectories", None)
+    if isinstance(trajectories, list):
+        metadata = dict(getattr(source, "metadata", None) or {})
+        fields = getattr(source, "_report_fields", None) or {}
+        policy = getattr(source, "repeat_policy", None) or fields.get("repeat_policy")
+        label = f"run {metadata['run_id']}" if metadata.get("run_id") else type(source).__name__
+        rows = trajectories if privileged else _carried(source, what)
+        return RowSource(
+            rows,
+            label,
+            metadata,
+            dict(getattr(source, "system_prompts", None) or {}),
+            policy,
+            run=source,
+        )
+    if not isinstance(source, Sequence) and hasattr(source, "rows"):
+        rows = _carried(source, what)
+        return RowSource(rows, f"{len(rows)} rows", run=source)
+    if isinstance(source, Sequence):
+        return RowSource(source, f"{len(source)} rows")
+    if isinstance(source, Iterable):
+        listed = list(source)
+        return RowSource(listed, f"{len(listed)} rows")
+    raise TypeError(_wrong(what, source))
+
+
+def rows_of(source: Any, what: str = "rows") -> Sequence[Mapping[str, Any]]:
+    """Just the rows of ``source`` (see :func:`row_source`), as the measurements read them."""
+    return row_source(source, what).rows
+
+
+def _carried(source: Any, what: str) -> Sequence[Mapping[str, Any]]:
+    carried = source.rows
+    rows = carried() if callable(carried) else carried
+    if isinstance(rows, Sequence) and not isinstance(rows, str | bytes):
+        return rows
+    raise TypeError(f"{what}: .rows of a {type(source).__name__} is {rows!r}, not a list of rows")
+
+
+def _wrong(what: str, source: Any) -> str:
+    message = (
+        f"{what} must be a list of rows (mappings), a run (simulate()'s result or a ScoredData) "
+        f"or the path of a JSONL file; got {type(source).__name__}"
+    )
+    if isinstance(source, Mapping):
+        message += ". A single row goes in a list: [row]"
+    return message
+
+
+def _from_file(path: Path, what: str) -> RowSource:
+    """A saved run: its rows as written, which never carry the privileged block, and what its
+    sidecar says of the run (metadata, system prompts, repeat policy)."""
+    read = read_jsonl(path, what=what)
+    sidecar = read_sidecar(sidecar_path(path)) or {}
+    metadata = dict(sidecar.get("metadata") or {})
+    policy = (sidecar.get("report") or {}).get("repeat_policy") or metadata.get("repeat_policy")
+    notes: tuple[str, ...] = ()
+    if read.rows and any("privileged" not in row for row in read.rows):
+        notes = (
+            f"rows read from {path}: a saved row never carries the privileged block, so the "
+            "judge saw no reference or rubric of the row's own; grade the run in memory for that",
+        )
+    return RowSource(
+        read.rows,
+        str(path),
+        metadata,
+        dict(sidecar.get("system_prompts") or {}),
+        policy,
+        notes,
+        path=path,
+        lines=tuple(read.lines),
+    )
