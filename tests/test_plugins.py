@@ -320,3 +320,34 @@ def test_distributions_name_each_entry_point_plugin_and_are_a_copy() -> None:
     assert registry.distributions == {"shop": ("whileai-worlds", "0.1.0")}
     registry.distributions["shop"] = ("changed", None)
     assert registry.distributions["shop"] == ("whileai-worlds", "0.1.0")
+
+
+def test_resolve_passes_options_as_given_and_offers_only_what_a_factory_takes() -> None:
+    """``options`` are the caller's and reach the factory (a wrong one fails loudly);
+    ``offer`` is what the engine can supply, given only to a factory that declares it."""
+    seen: list[dict[str, Any]] = []
+
+    def old_style(*, strictness: int = 1) -> str:
+        seen.append({"strictness": strictness})
+        return "old"
+
+    def new_style(*, strictness: int = 1, registry: Any = None, **rest: Any) -> str:
+        seen.append({"strictness": strictness, "registry": registry, **rest})
+        return "new"
+
+    class Plugin:
+        @hookimpl
+        def whileai_register_verifiers(self, register: Any) -> None:
+            register("Old", old_style)
+            register("New", new_style)
+
+    registry = Registry.from_plugins(Plugin())
+    offer = {"registry": registry, "concurrency": 4}
+    assert registry.resolve("verifier", "Old", offer=offer, strictness=2) == "old"
+    assert seen[-1] == {"strictness": 2}
+    assert registry.resolve("verifier", "New", offer=offer) == "new"
+    assert seen[-1] == {"strictness": 1, "registry": registry, "concurrency": 4}
+    registry.resolve("verifier", "New", offer=offer, concurrency=9)
+    assert seen[-1]["concurrency"] == 9  # the caller's own option wins over an offer
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        registry.resolve("verifier", "Old", offer=offer, bogus=1)

@@ -13,9 +13,7 @@ import pytest
 import sim_doubles as d
 
 import whileai as wai
-from whileai import hookimpl
-from whileai.simulations.executors import JobRunner, RunSpec, error_row
-from whileai.simulations.rollout import Job
+from whileai import Job, JobRunner, RunSpec, error_row, hookimpl
 
 
 def run(registry: Any = None, **kwargs: Any) -> Any:
@@ -144,3 +142,47 @@ def test_a_plugin_a_worker_cannot_import_is_refused_up_front() -> None:
 def test_executor_must_be_a_name_or_an_object_with_run() -> None:
     with pytest.raises(TypeError, match="executor must be None"):
         run(unique=1, repeats=1, executor=42)
+
+
+def test_the_executor_contract_is_public_and_an_in_process_executor_meets_it() -> None:
+    from whileai.simulations.workers import InProcessExecutor
+
+    assert isinstance(InProcessExecutor(), wai.Executor)
+    assert isinstance(PickledExecutor(), wai.Executor)
+    assert wai.Job is Job and wai.RunSpec is RunSpec and wai.JobRunner is JobRunner
+
+
+def test_an_error_row_is_the_row_a_rollout_that_could_not_start_writes() -> None:
+    """A job lost on a worker and a job whose world refused to start both come back as the
+    same row, built from the schema: nothing in it is faked or left out."""
+    executor = PickledExecutor(lose_last=True)
+    lost = run(executor=executor, unique=1, repeats=1).rows[0]
+    assert lost["error"] == "worker died: the test killed it"
+    assert lost["judge_status"] == "skipped"
+    assert lost["reason"] == "rollout failed: worker died: the test killed it"
+    assert lost["policy_version"] == f"fake:agent@{lost['lineage']['system_prompt_sha']}"
+    assert lost["usage"]["input_tokens"] == 0 and lost["steps"] == []
+    assert lost["world"] == "tinyshop" and lost["stop_reason"] == "error"
+    wai.from_row(lost)  # a valid row of the schema
+
+    class NoEpisodes(d.TinyShop):
+        def new_episode(self, situation: Any, rng: Any, fault_plan: Any = None) -> Any:
+            raise RuntimeError("worker died: the test killed it")
+
+    class Worlds:
+        @hookimpl
+        def whileai_register_worlds(self, register: Any) -> None:
+            register("noepisodes", lambda **_: NoEpisodes(name="tinyshop"))
+
+    started = run(d.registry(Worlds()), unique=1, repeats=1, advanced={"world": "noepisodes"})
+    failed = started.rows[0]
+    same = {"task_id", "prompt", "steps", "messages", "usage", "policy_version", "sampling"}
+    assert {k: failed[k] for k in same} == {k: lost[k] for k in same}
+    assert failed["error"].endswith("worker died: the test killed it")
+
+
+def test_asimulate_has_simulates_signature() -> None:
+    import inspect
+
+    assert inspect.signature(wai.asimulate).parameters == inspect.signature(wai.simulate).parameters
+    assert "advanced" in inspect.signature(wai.asimulate).parameters

@@ -21,6 +21,16 @@ _EXPORTS: dict[str, str] = {
     "UnknownPluginError": "whileai.registry",
     "DuplicatePluginError": "whileai.registry",
     "verify": "whileai.verify:",
+    # executors and their contract: where rollouts run
+    "Executor": "whileai.executors",
+    "Job": "whileai.executors",
+    "RunSpec": "whileai.executors",
+    "RegistrySpec": "whileai.executors",
+    "error_row": "whileai.executors",
+    "JobRunner": "whileai.simulations.workers",
+    # worlds and their contract
+    "WorldDefaults": "whileai.worlds",
+    "world_defaults": "whileai.worlds",
     # rows and their schema
     "rows": "whileai.build_rows",
     "Task": "whileai.schema.records",
@@ -77,6 +87,21 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:
     from whileai import verify as verify
     from whileai.build_rows import rows as rows
+    from whileai.executors import (
+        Executor as Executor,
+    )
+    from whileai.executors import (
+        Job as Job,
+    )
+    from whileai.executors import (
+        RegistrySpec as RegistrySpec,
+    )
+    from whileai.executors import (
+        RunSpec as RunSpec,
+    )
+    from whileai.executors import (
+        error_row as error_row,
+    )
     from whileai.judging import ScoredData as ScoredData
     from whileai.judging.evaluate import evaluate as evaluate
     from whileai.judging.grade import grade as grade
@@ -191,6 +216,9 @@ if TYPE_CHECKING:
     from whileai.simulations.defaults import RunKnobs as RunKnobs
     from whileai.simulations.engine import asimulate as asimulate
     from whileai.simulations.engine import simulate as simulate
+    from whileai.simulations.workers import JobRunner as JobRunner
+    from whileai.worlds import WorldDefaults as WorldDefaults
+    from whileai.worlds import world_defaults as world_defaults
 
 
 def __getattr__(name: str) -> Any:

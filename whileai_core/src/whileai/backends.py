@@ -184,6 +184,12 @@ class Backend(Protocol):
     ) -> Completion: ...
 
 
+def is_agent_function(agent: Any) -> bool:
+    """``agent_model=`` is the user's own agent function (not a spec string, not a backend
+    object with ``complete``)."""
+    return callable(agent) and not isinstance(agent, str) and not hasattr(agent, "complete")
+
+
 def default_spec(role: str, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The spec a role uses when the caller gave none, and why (for the run's report).
 
@@ -209,15 +215,17 @@ def resolve_backend(
     role: str = "agent",
     registry: Registry | None = None,
     environ: Mapping[str, str] | None = None,
+    offer: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> Backend:
-    """A backend for a spec, an object that already is one, or the role's default."""
+    """A backend for a spec, an object that already is one, or the role's default
+    (``offer`` and ``options`` as for :meth:`Registry.resolve`)."""
     if spec is not None and not isinstance(spec, str):
         if isinstance(spec, Backend):
             return spec
         raise TypeError(f"a {role} model must be a spec string or a backend, got {spec!r}")
     chosen = spec if spec is not None else default_spec(role, environ)[0]
-    backend = get_registry(registry).resolve("backend", chosen, **options)
+    backend = get_registry(registry).resolve("backend", chosen, offer=offer, **options)
     if not isinstance(backend, Backend):
         raise TypeError(f"backend {chosen!r} does not implement complete(messages, ...)")
     return backend

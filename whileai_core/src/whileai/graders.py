@@ -20,10 +20,11 @@ import attrs
 
 from whileai.registry import Registry, UnknownPluginError
 from whileai.scoring import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
-from whileai.signatures import accepted
 
-#: The judge ``llm_grade=True`` adds as ``llm_reward``: a documented default, resolved through
-#: the registry like any name (a missing whileai-judges gives the usual install hint).
+#: The model judge of the core's documented defaults: what ``llm_grade=True`` adds as
+#: ``llm_reward`` and what ``wai.grade`` runs when given no judge or only a model spec.
+#: Resolved through the registry like any name (a missing whileai-judges gives the usual
+#: install hint).
 LLM_GRADE_JUDGE = "rubric"
 
 
@@ -76,11 +77,11 @@ def _build_judge(spec: str, registry: Registry, judge_model: str | None) -> Any:
     """A registered judge, its factory given the run's registry (so a model spec in it
     resolves where the run's own backends do) and, for a bare name such as ``"rubric"``, the
     run's judge model as ``backend=``; each only when the factory takes it."""
-    entry, argument = registry.lookup("judge", spec)
-    options: dict[str, Any] = {"registry": registry}
+    _, argument = registry.lookup("judge", spec)
+    offer: dict[str, Any] = {"registry": registry}
     if argument is None and judge_model is not None:
-        options["backend"] = judge_model
-    return registry.resolve("judge", spec, **accepted(entry.factory, options))
+        offer["backend"] = judge_model
+    return registry.resolve("judge", spec, offer=offer)
 
 
 def resolve_grader(judge: Any, registry: Registry, *, judge_model: str | None = None) -> Grader:

@@ -103,7 +103,10 @@ def whileai_register_worlds(register: Register) -> None:
 
     A world factory returns a world whose ``tools()`` lists OpenAI-format tool schemas, whose
     ``new_episode(situation, rng)`` gives a fresh per-rollout state, and whose episodes answer
-    ``call(name, arguments)``; see ``whileai.worlds`` for the full protocol.
+    ``call(name, arguments)``; see ``whileai.worlds`` for the full protocol. A world may carry
+    the defaults of its domain (``system_prompt``, ``user_prompt``, ``writer_prompt``,
+    ``difficulty_dimension``, ``hard_value``; ``whileai.worlds.WorldDefaults``), which a run
+    takes where the caller gave none.
     """
 
 
@@ -115,12 +118,13 @@ def whileai_register_executors(register: Register) -> None:
     ``factory(argument)`` and gets an object with:
 
     - ``run(jobs, concurrency, run)``: an async iterator yielding each job's graded row as it
-      finishes, privileged block kept. ``jobs`` are ``whileai.simulations.rollout.Job`` (one
-      planned rollout each: key, situation, seed), ``concurrency`` the rollouts to keep in
-      flight at most, ``run`` a picklable ``whileai.simulations.executors.RunSpec`` from which
-      a worker rebuilds the world, backends, judges and markers
-      (``await JobRunner.open(run)``, then ``await runner.run(job)`` per job). A job whose
-      worker failed comes back as ``error_row(run, job, reason)``, never dropped.
+      finishes, privileged block kept. ``jobs`` are ``whileai.Job`` (one planned rollout
+      each: key, situation, seed), ``concurrency`` the rollouts to keep in flight at most,
+      ``run`` a picklable ``whileai.RunSpec`` from which a worker rebuilds the world,
+      backends, judges and markers (``await whileai.JobRunner.open(run)``, then
+      ``await runner.run(job)`` per job). A job whose worker failed comes back as
+      ``whileai.error_row(run, job, reason)``, never dropped. The contract, with a worked
+      executor, is ``whileai.executors`` and docs/plugins.md.
     - ``name``: what the run's report says ran it; optionally ``warnings`` (a list the run
       adds to its own) and ``close()`` (called after the run when it was built from a name).
 

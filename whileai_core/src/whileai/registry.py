@@ -22,6 +22,7 @@ import importlib_metadata
 import pluggy
 
 from whileai import hookspecs
+from whileai.signatures import accepted
 
 ENTRY_POINT_GROUP = "whileai"
 DISABLE_ENV = "WHILEAI_DISABLE_PLUGINS"
@@ -303,10 +304,20 @@ class Registry:
             raise UnknownPluginError(self._unknown_message(kind, spec, parsed))
         return entry, parsed.argument
 
-    def resolve(self, kind: str, spec: str, **options: Any) -> Any:
+    def resolve(
+        self, kind: str, spec: str, *, offer: Mapping[str, Any] | None = None, **options: Any
+    ) -> Any:
         """Build what ``spec`` names: ``factory(argument, **options)`` for a ``prefix:argument``
-        or URL spec, ``factory(**options)`` for a bare name."""
+        or URL spec, ``factory(**options)`` for a bare name.
+
+        ``options`` are the caller's own and reach the factory as given (a factory that does
+        not take one fails loudly). ``offer`` holds what the engine can supply (the run's
+        registry, its concurrency, the judge model): each goes only to a factory that
+        declares it, by name or through ``**kwargs``, so a plugin written before the engine
+        offered it keeps working; ``options`` win over an offer of the same name."""
         entry, argument = self.lookup(kind, spec)
+        if offer:
+            options = {**accepted(entry.factory, offer), **options}
         if argument is None:
             return entry.factory(**options)
         return entry.factory(argument, **options)

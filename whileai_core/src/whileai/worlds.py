@@ -8,6 +8,12 @@ between rollouts), offers ``world.tools()`` to the agent, and routes each tool c
 every fault that fired. At the end ``episode.state()`` goes on the row as ``world_state`` and
 ``episode.check(...)`` grades what the rollout reached.
 
+A world also carries the defaults of its domain (as a tau2 environment carries its policy):
+the deploy prompt the agent runs under when ``system_prompt=`` is not given, the simulated
+user's and the situation writer's instructions, and which dimension and value make a
+situation hard. Each is optional; :func:`world_defaults` reads them, and a world without one
+gets a domain-free fallback, so the core names no domain of its own.
+
 Situations are what the agent is put in. A world can write them from templates
 (``template_situation``), which is what the offline demo uses, because a small model writes
 poor situations; a model writer fills the same :class:`Situation` record.
@@ -139,3 +145,70 @@ class World(Protocol):
     ) -> Episode:
         """A fresh state for one rollout of ``situation``; faults drawn from ``rng``."""
         ...
+
+
+#: What the simulated user's instructions may refer to: ``{persona}`` (who the user is),
+#: ``{request}`` (what they want, the situation's prompt), ``{known}`` (what they know, from
+#: the hidden state), ``{done}`` and ``{give_up}`` (the tags that end the chat).
+USER_PROMPT_FIELDS: tuple[str, ...] = ("persona", "request", "known", "done", "give_up")
+
+#: A world's defaults when it names none: domain-free, so they fit any world.
+GENERIC_SYSTEM_PROMPT = (
+    "You are an assistant with tools. Look things up with the tools before you answer, say "
+    "plainly what you did, and never invent a detail the tools did not give you."
+)
+GENERIC_USER_PROMPT = (
+    "You are {persona}, talking with an assistant. What you want: {request}\n"
+    "What you know (give it when asked): {known}\n"
+    "Reply as yourself in one or two short sentences. When your problem is solved, thank the "
+    "assistant and end with {done}. If you have had enough, end with {give_up}."
+)
+GENERIC_WRITER_PROMPT = (
+    "You write the first message a person sends to an assistant. Reply with that message only."
+)
+GENERIC_DIFFICULTY_DIMENSION = "difficulty"
+GENERIC_HARD_VALUE = "hard"
+
+
+@attrs.frozen
+class WorldDefaults:
+    """What a run takes from its world when the caller does not say.
+
+    ``system_prompt``: the deploy prompt the agent runs under. ``user_prompt``: the simulated
+    user's instructions, a ``str.format`` template over :data:`USER_PROMPT_FIELDS`.
+    ``writer_prompt``: the system message a model writer gets when it words a situation.
+    ``difficulty_dimension`` and ``hard_value``: the dimension ``hard_share`` acts on and the
+    value a hard situation takes."""
+
+    system_prompt: str = GENERIC_SYSTEM_PROMPT
+    user_prompt: str = GENERIC_USER_PROMPT
+    writer_prompt: str = GENERIC_WRITER_PROMPT
+    difficulty_dimension: str = GENERIC_DIFFICULTY_DIMENSION
+    hard_value: Any = GENERIC_HARD_VALUE
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("system_prompt", "user_prompt", "writer_prompt", "difficulty_dimension"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"a world's {name} must be non-empty text, got {value!r}")
+        try:
+            self.user_prompt.format(**{field: "" for field in USER_PROMPT_FIELDS})
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"a world's user_prompt may use only the fields "
+                f"{', '.join('{' + f + '}' for f in USER_PROMPT_FIELDS)}: {exc!r}"
+            ) from None
+
+
+def world_defaults(world: Any) -> WorldDefaults:
+    """The defaults ``world`` carries as attributes of the same names, the generic ones for
+    those it leaves out. A bad value is a ValueError naming the world and the attribute."""
+    given = {
+        field.name: getattr(world, field.name)
+        for field in attrs.fields(WorldDefaults)
+        if getattr(world, field.name, None) is not None
+    }
+    try:
+        return WorldDefaults(**given)
+    except ValueError as exc:
+        raise ValueError(f"world {getattr(world, 'name', world)!r}: {exc}") from None

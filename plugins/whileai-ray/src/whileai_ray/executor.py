@@ -1,7 +1,6 @@
 """The Ray executor: a run's jobs spread over a pool of Ray actors.
 
-Each actor rebuilds the run once from its description (``whileai.simulations.executors
-.RunSpec``: registry plugins by import name, model specs, knobs; never live backends),
+Each actor rebuilds the run once from its description (``whileai.RunSpec``: registry plugins by import name, model specs, knobs; never live backends),
 resolving backends in its own process through the installed plugins, then plays and grades
 the jobs it is handed, several at once on its own event loop. The driver awaits the actors'
 object refs and yields rows as they finish, so the engine streams them to disk as it does for
@@ -22,8 +21,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayActorError, RayTaskError
 
-from whileai.simulations.executors import JobRunner, RunSpec, error_row
-from whileai.simulations.rollout import Job
+from whileai import Job, JobRunner, RunSpec, error_row
 
 #: The Ray namespace of a cluster this executor starts itself.
 NAMESPACE = "whileai"

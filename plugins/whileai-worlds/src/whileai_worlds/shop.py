@@ -23,7 +23,7 @@ import hashlib
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -253,14 +253,40 @@ def coerce_fault_plan(
     return FaultPlan(tuple(value))
 
 
+#: The shop's deploy prompt: what ``simulate()`` runs the agent under when you give none.
+SYSTEM_PROMPT = (
+    "You are a customer support agent. Look things up with the tools before you answer, "
+    "say plainly what you did, and never invent an order, refund or account detail."
+)
+#: The simulated customer's instructions (fields: see ``whileai.worlds.USER_PROMPT_FIELDS``).
+USER_PROMPT = (
+    "You are {persona}, chatting with a support agent. What you want: {request}\n"
+    "What you know (give it when asked): {known}\n"
+    "Reply as the customer in one or two short sentences. When your problem is solved, "
+    "thank the agent and end with {done}. If you have had enough, end with {give_up}."
+)
+#: What a model writer is told when it words a shop situation.
+WRITER_PROMPT = (
+    "You write the first message a customer sends to a support chat. Reply with that message only."
+)
+
+
 @attrs.frozen
 class ShopWorld:
     """A shop with orders, refunds and accounts.
 
     Options: ``fault_plan`` (the plan used when the engine passes none; see
     :func:`coerce_fault_plan`), ``default_fault_rate`` (the rate of a plan with no rate of its
-    own) and ``refund_window_days``.
+    own) and ``refund_window_days``. The shop's defaults (``whileai.worlds.WorldDefaults``):
+    the customer-support deploy prompt, the customer the simulated user plays, and
+    ``difficulty`` = ``hard`` as the hard end of its situations.
     """
+
+    system_prompt: ClassVar[str] = SYSTEM_PROMPT
+    user_prompt: ClassVar[str] = USER_PROMPT
+    writer_prompt: ClassVar[str] = WRITER_PROMPT
+    difficulty_dimension: ClassVar[str] = "difficulty"
+    hard_value: ClassVar[str] = "hard"
 
     fault_plan: FaultPlan | None = attrs.field(default=None, converter=coerce_fault_plan)
     default_fault_rate: float = DEFAULT_FAULT_RATE

@@ -113,12 +113,8 @@ def resolve_agent(agent: Any, registry: Registry, concurrency: int) -> Agent:
     """A spec (resolved through the backend registry, its pool sized to ``concurrency``), a
     backend object (the caller's to close), or a callable."""
     if isinstance(agent, str):
-        entry, _ = registry.lookup("backend", agent)
         backend = resolve_backend(
-            agent,
-            role="agent",
-            registry=registry,
-            **accepted(entry.factory, {"concurrency": concurrency}),
+            agent, role="agent", registry=registry, offer={"concurrency": concurrency}
         )
         return Agent(agent, backend=backend, owned=True)
     if isinstance(agent, Backend):

@@ -21,7 +21,7 @@ import attrs
 
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY, RunBackend, close_backends
 from whileai.backends import EMBEDDED_SPEC, default_spec
-from whileai.graders import Grader, resolve_grader
+from whileai.graders import LLM_GRADE_JUDGE, Grader, resolve_grader
 from whileai.judging.scored import ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.schema.records import RowError
@@ -76,7 +76,7 @@ def resolve_judge(judge: Any, registry: Registry) -> Judge:
                 "weak, so these rewards say little: set WHILEAI_JUDGE or WHILEAI_BASE_URL, or "
                 "pass judge=."
             )
-        grader = resolve_grader("rubric", registry, judge_model=spec)
+        grader = resolve_grader(LLM_GRADE_JUDGE, registry, judge_model=spec)
         return Judge(grader, owns_backend=True, model_spec=spec, warnings=warnings)
     if isinstance(judge, str):
         try:
@@ -85,7 +85,7 @@ def resolve_judge(judge: Any, registry: Registry) -> Judge:
             if not _is_model_spec(judge, registry):
                 raise not_a_judge from None
             # a model spec: the rubric judge on that model, as WHILEAI_JUDGE would give
-            grader = resolve_grader("rubric", registry, judge_model=judge)
+            grader = resolve_grader(LLM_GRADE_JUDGE, registry, judge_model=judge)
             return Judge(grader, owns_backend=True, model_spec=judge)
         return Judge(grader, owns_backend=True)
     return Judge(resolve_grader(judge, registry))

@@ -39,7 +39,6 @@ from whileai.schema.files import (
 from whileai.schema.records import RowError, check_row, task_key
 from whileai.schema.report import Report, fmt
 from whileai.schema.source import RowSource, row_source
-from whileai.signatures import accepted
 from whileai.sync import run_sync
 
 METHOD = (
@@ -48,6 +47,10 @@ METHOD = (
 )
 #: pairs compared at once when the caller does not say
 DEFAULT_CONCURRENCY = 8
+
+#: The judge ``rank`` compares with when given none: a documented default, resolved by name
+#: like any judge, so without whileai-judges installed it is the usual install hint.
+DEFAULT_RANK_JUDGE = "pairwise"
 #: a position-bias rate from which on the report warns that the qualities are mostly ties
 HIGH_POSITION_BIAS = 0.5
 #: distinct failure reasons the report keeps (the counts cover all of them)
@@ -120,7 +123,7 @@ class RankReport(Report):
 
 def rank(
     source: str | os.PathLike[str] | Sequence[Mapping[str, Any]] | Any,
-    judge: Any = "pairwise",
+    judge: Any = DEFAULT_RANK_JUDGE,
     *,
     output: str | os.PathLike[str] | None = None,
     concurrency: int | None = None,
@@ -215,8 +218,7 @@ def _build_ranker(judge: Any, registry: Registry | None) -> tuple[Any, bool]:
     """The judge object, and whether it was built here (so its backend is closed here)."""
     if isinstance(judge, str):
         reg = get_registry(registry)
-        entry, _ = reg.lookup("judge", judge)
-        built = reg.resolve("judge", judge, **accepted(entry.factory, {"registry": reg}))
+        built = reg.resolve("judge", judge, offer={"registry": reg})
         opened = True
     else:
         built, opened = judge, False

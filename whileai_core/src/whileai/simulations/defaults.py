@@ -16,7 +16,10 @@ from typing import Any
 import attrs
 
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
-from whileai.worlds import FAULT_KINDS
+from whileai.worlds import FAULT_KINDS, WorldDefaults
+
+#: The world a run happens in when ``advanced={"world": ...}`` names none.
+DEFAULT_WORLD = "shop"
 
 #: Fields that are experiment knobs (what a researcher changes between runs); the rest are
 #: engine internals. Both are ``advanced=`` keys; the docs list them in two sections.
@@ -105,9 +108,10 @@ class RunKnobs:
     """Every number and experiment setting of a run, as resolved."""
 
     # -- experiment knobs: what the mock world answers ---------------------------------
-    # The world the situations happen in. "shop" (orders, refunds, accounts) is the one the
-    # built-in worlds plugin ships; convention, untested.
-    world: str = _text("shop")
+    # The world the situations happen in: a documented default, resolved by name like any
+    # world, so without whileai-worlds installed it is the usual install hint. "shop"
+    # (orders, refunds, accounts) is the one the built-in worlds plugin ships; convention.
+    world: str = _text(DEFAULT_WORLD)
     # Which fault kinds the world's fault plan may inject. All of them: an agent is measured on
     # every way a real tool fails; convention, untested.
     fault_kinds: tuple[str, ...] = attrs.field(
@@ -145,10 +149,12 @@ class RunKnobs:
 
     # -- experiment knobs: how hard the situations are, what the search steers by -------
     # The dimension hard_share acts on; a world without that dimension gets it as an extra
-    # spec key its templates may read. The built-in shop world's name for it; convention.
-    difficulty_dimension: str = _text("difficulty")
-    # The value of that dimension a hard situation takes: the shop world's; convention.
-    hard_value: str = _text("hard")
+    # spec key its templates may read. None: the world's own (its difficulty_dimension, else
+    # "difficulty"); a world knows which of its dimensions is difficulty. Convention.
+    difficulty_dimension: str | None = _text(None)
+    # The value of that dimension a hard situation takes. None: the world's own (its
+    # hard_value, else "hard"); convention.
+    hard_value: str | None = _text(None)
     # Keyword options handed to the strategy factory (what a search steers by: its own
     # weights, novelty thresholds). Empty: the strategy's own defaults; convention.
     strategy_options: Mapping[str, Any] = attrs.field(
@@ -178,6 +184,20 @@ class RunKnobs:
     # process (measured: the kill-and-resume test); an fsync also survives power loss, at a
     # cost per row.
     fsync_rows: int = _knob(0, 0, 1)
+
+    def for_world(self, defaults: WorldDefaults) -> RunKnobs:
+        """These knobs with what was left to the world filled from its defaults."""
+        return attrs.evolve(
+            self,
+            difficulty_dimension=self.difficulty_dimension or defaults.difficulty_dimension,
+            hard_value=self.hard_value if self.hard_value is not None else defaults.hard_value,
+        )
+
+    def hard_end(self) -> tuple[str, Any]:
+        """The difficulty dimension and its hard value, once ``for_world`` has filled them."""
+        if self.difficulty_dimension is None or self.hard_value is None:
+            raise ValueError("the hard end is unresolved: call for_world(world_defaults(world))")
+        return self.difficulty_dimension, self.hard_value
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for the report and the sidecar."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
@@ -29,6 +30,7 @@ from whileai.backend_use import (
 from whileai.backends import (
     Sampling,
 )
+from whileai.executors import Job, RegistrySpec, RunSpec, check_shippable, ship_problems
 from whileai.graders import Graders, MarkerSet, resolve_graders
 from whileai.registry import Registry, get_registry, notify
 from whileai.schema.export import export_row
@@ -43,16 +45,6 @@ from whileai.schema.files import (
 from whileai.schema.records import prompt_hash
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
-from whileai.simulations.executors import (
-    InProcessExecutor,
-    JobRunner,
-    RegistrySpec,
-    RunSpec,
-    check_shippable,
-    close_executor,
-    resolve_executor,
-    ship_problems,
-)
 from whileai.simulations.models import ResolvedModels, resolve_models
 from whileai.simulations.params import (
     ALIASES,
@@ -69,10 +61,20 @@ from whileai.simulations.plan import (
     write_situations,
 )
 from whileai.simulations.progress import RunProgress
-from whileai.simulations.rollout import Job, RolloutContext
+from whileai.simulations.rollout import RolloutContext
+from whileai.simulations.workers import (
+    InProcessExecutor,
+    JobRunner,
+    close_executor,
+    resolve_executor,
+    run_spec,
+)
 from whileai.sync import run_sync
 from whileai.version import __version__
-from whileai.worlds import FaultPlan, World
+from whileai.worlds import FaultPlan, World, WorldDefaults, world_defaults
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 #: Bumped whenever the same parameters would plan different situations or seeds.
 PLAN_VERSION = 2
@@ -154,7 +156,7 @@ def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return {k: len(v) for k, v in rewards.items() if 0 < sum(v) < len(v)}
 
 
-def _resume_plan(params: RunParams, knobs: RunKnobs, world: World, sha: str) -> dict[str, Any]:
+def _resume_plan(params: RunParams, world: World, sha: str) -> dict[str, Any]:
     """What must match between a run and the run resuming it."""
     return {
         # How situations are drawn from the seed: 2 since phrasings of a situation share its
@@ -178,84 +180,199 @@ def _resume_plan(params: RunParams, knobs: RunKnobs, world: World, sha: str) -> 
     }
 
 
+@attrs.frozen
+class _Call:
+    """What every run of one ``simulate()`` call shares, resolved once."""
+
+    params: RunParams
+    knobs: RunKnobs
+    advanced: Mapping[str, Any]
+    registry: Registry
+    world: World
+    defaults: WorldDefaults
+    resolved: ResolvedModels
+    graders: Graders
+    backends: list[RunBackend]
+    executor: _Executor
+
+    @property
+    def system_prompt(self) -> str:
+        return self.params.prompt
+
+
+@attrs.define
+class _Opened:
+    """The output file as the run found it: the rows already there and the run they belong
+    to (resume), or a fresh run id."""
+
+    output: str | None
+    run_id: str
+    created: str
+    existing: list[dict[str, Any]]
+
+
+@attrs.frozen
+class _Planned:
+    """The run's situations, and what the report says about how they were chosen."""
+
+    plans: list[PlannedSituation]
+    strategy: str
+    dimensions: dict[str, list[Any]]
+
+
 async def _run_once(
-    params: RunParams,
-    knobs: RunKnobs,
-    advanced: Mapping[str, Any],
-    registry: Registry,
-    world: World,
-    resolved: ResolvedModels,
-    graders: Graders,
-    backends: list[RunBackend],
+    call: _Call,
     plans: list[PlannedSituation] | None,
     output: str | None,
     replayed_from: str | None,
-    executor: _Executor,
 ) -> tuple[Simulation, list[PlannedSituation]]:
-    grader, llm_grader = graders.grader, graders.llm_grader
-    warnings = list(resolved.warnings)
-    sha = prompt_hash(params.system_prompt)
-    head = params.system_prompt[: knobs.system_prompt_head_chars]
-    fault_plan = FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate)
-    run_fault_rate = fault_plan.effective_rate(world.default_fault_rate)
+    """One run, in the order a reader follows it: open the output (resume), plan the
+    situations, describe the run, start it, execute its jobs (and the extra repeats), report
+    and close."""
+    warnings = list(call.resolved.warnings)
+    sha = prompt_hash(call.system_prompt)
+    opened = _open(call, output, sha, warnings)
+    planned = await _plan(call, plans, opened, replayed_from, warnings)
+    ctx = _context(call, opened.run_id, sha)
+    markers, marker_problems = MarkerSet.from_registry(call.registry)
+    warnings.extend(marker_problems)
+    # In process, the rows are graded by the run's own live judges, world and markers.
+    runs_on = call.executor.executor or InProcessExecutor(
+        JobRunner(ctx, call.graders.grader, call.graders.llm_grader, markers, warnings=warnings)
+    )
+    jobs = jobs_for(
+        planned.plans,
+        range(call.params.rollouts_per_request),
+        call.params.seed,
+        replayed_from=replayed_from,
+    )
+    record = _record(call, opened, planned, sha, len(jobs), replayed_from)
+
+    def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
+        first = next((t.get("model_version") for t in trajectories if t.get("model_version")), None)
+        record.metadata["model_version"] = first
+        return Simulation(
+            trajectories=trajectories,
+            metadata=record.metadata,
+            system_prompts={sha: call.system_prompt},
+            warnings=warnings,
+            degraded=list(call.resolved.degraded),
+            report_fields=record.report_fields,
+            output=output,
+            registry=call.registry,
+        )
+
+    state = _start(call, opened, record, simulation, len(jobs), warnings)
+    before = snapshot(call.backends)
+    watcher = asyncio.ensure_future(
+        _watch_retries(
+            state.progress, call.backends, before, 1.0 / call.knobs.progress_refresh_per_second
+        )
+    )
+    try:
+        with state.progress:
+            await _execute(jobs, runs_on, _describe(call, ctx), state, call.knobs)
+            await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
+            state.progress.backend_retries(retries_so_far(call.backends, before))
+    finally:
+        watcher.cancel()
+        if state.writer is not None:
+            state.writer.close()
+    data = _report(call, record, state, before, simulation, warnings)
+    _close(call, opened, data, warnings)
+    return data, planned.plans
+
+
+def _world_note(params: RunParams, world: World) -> str:
     if params.fault_rate is None:
-        world_note = (
+        return (
             f"no fault_rate given: the fault plan has no rate of its own, so it fires at the "
             f"world's default_fault_rate {world.default_fault_rate}"
         )
-    else:
-        world_note = (
-            f"fault_rate={params.fault_rate} given: the fault plan fires at it (the world's "
-            f"default_fault_rate, {world.default_fault_rate}, applies to plans with no rate)"
+    return (
+        f"fault_rate={params.fault_rate} given: the fault plan fires at it (the world's "
+        f"default_fault_rate, {world.default_fault_rate}, applies to plans with no rate)"
+    )
+
+
+def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Opened:
+    """Read what ``output`` already holds: refuse to overwrite a run, or resume it when its
+    plan matches (its run id, its rows, each once)."""
+    params = call.params
+    opened = _Opened(
+        output, uuid.uuid4().hex[:12], dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), []
+    )
+    if output is None:
+        return opened
+    side = read_sidecar(sidecar_path(output))
+    on_disk = read_jsonl(
+        output, what="output", tail="cut" if params.resume else "drop", missing_ok=True
+    ).rows
+    if (on_disk or side) and not params.resume:
+        raise FileExistsError(
+            f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
+            "to continue it, or choose another path"
         )
-
-    resume_plan = _resume_plan(params, knobs, world, sha)
-    existing: list[dict[str, Any]] = []
-    run_id = uuid.uuid4().hex[:12]
-    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    if output is not None:
-        side = read_sidecar(sidecar_path(output))
-        on_disk = read_jsonl(
-            output, what="output", tail="cut" if params.resume else "drop", missing_ok=True
-        ).rows
-        if (on_disk or side) and not params.resume:
-            raise FileExistsError(
-                f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
-                "to continue it, or choose another path"
+    if params.resume and side is not None:
+        plan = _resume_plan(params, call.world, sha)
+        diff = resume_mismatch(side.get("metadata", {}).get("resume_plan", {}), plan)
+        if diff:
+            raise ValueError(
+                f"resume=True, but {output!r} was started with other settings: " + "; ".join(diff)
             )
-        if params.resume and side is not None:
-            diff = resume_mismatch(side.get("metadata", {}).get("resume_plan", {}), resume_plan)
-            if diff:
-                raise ValueError(
-                    f"resume=True, but {output!r} was started with other settings: "
-                    + "; ".join(diff)
-                )
-            run_id = str(side["metadata"].get("run_id", run_id))
-            created = str(side["metadata"].get("created", created))
-        seen: set[str] = set()
-        for row in on_disk:
-            key = _key_of(row)
-            if key is None or key in seen:
-                continue
-            seen.add(key)
-            existing.append(row)
-        if len(existing) < len(on_disk):
-            warnings.append(f"{len(on_disk) - len(existing)} duplicate rows in {output} ignored")
+        opened.run_id = str(side["metadata"].get("run_id", opened.run_id))
+        opened.created = str(side["metadata"].get("created", opened.created))
+    seen: set[str] = set()
+    for row in on_disk:
+        key = _key_of(row)
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        opened.existing.append(row)
+    if len(opened.existing) < len(on_disk):
+        warnings.append(f"{len(on_disk) - len(opened.existing)} duplicate rows in {output} ignored")
+    return opened
 
-    if plans is None:
-        if params.tasks is not None:
-            plans = plan_from_tasks(params, params.tasks)
-            strategy_name = "tasks= (replayed)"
-            dimensions: dict[str, list[Any]] = params.dimensions or {}
-        else:
-            specs, dimensions, strategy_name = choose_specs(params, knobs, world, registry)
-            plans = plan_from_specs(params, world, specs)
-        known = {str(r["scenario_id"]): str(r["prompt"]) for r in existing if r.get("scenario_id")}
-        plans = await write_situations(plans, resolved.writer, knobs, params.seed, known, warnings)
-    else:
-        strategy_name = f"replay of run {replayed_from}"
+
+async def _plan(
+    call: _Call,
+    plans: list[PlannedSituation] | None,
+    opened: _Opened,
+    replayed_from: str | None,
+    warnings: list[str],
+) -> _Planned:
+    """The run's situations: replayed from ``tasks=`` or from the first run of the call,
+    or chosen by the strategy and worded by the writer."""
+    params, world = call.params, call.world
+    dimensions: dict[str, list[Any]]
+    if plans is not None:
         dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
+        return _Planned(plans, f"replay of run {replayed_from}", dimensions)
+    if params.tasks is not None:
+        plans = plan_from_tasks(params, params.tasks)
+        strategy_name = "tasks= (replayed)"
+        dimensions = params.dimensions or {}
+    else:
+        specs, dimensions, strategy_name = choose_specs(params, call.knobs, world, call.registry)
+        plans = plan_from_specs(params, world, specs)
+    known = {
+        str(r["scenario_id"]): str(r["prompt"]) for r in opened.existing if r.get("scenario_id")
+    }
+    plans = await write_situations(
+        plans,
+        call.resolved.writer,
+        call.knobs,
+        params.seed,
+        known,
+        warnings,
+        call.defaults.writer_prompt,
+    )
+    return _Planned(plans, strategy_name, dimensions)
 
+
+def _context(call: _Call, run_id: str, sha: str) -> RolloutContext:
+    """What every rollout of the run shares."""
+    params, knobs = call.params, call.knobs
     agent_sampling = Sampling.coerce(
         {
             "temperature": knobs.agent_temperature,
@@ -263,32 +380,37 @@ async def _run_once(
             **(params.sampling or {}),
         }
     )
-    user_sampling = Sampling(temperature=knobs.user_temperature, max_tokens=knobs.user_max_tokens)
-    ctx = RolloutContext(
+    return RolloutContext(
         run_id=run_id,
-        world=world,
-        models=resolved.models,
-        system_prompt=params.system_prompt,
+        world=call.world,
+        models=call.resolved.models,
+        system_prompt=call.system_prompt,
         system_prompt_sha=sha,
-        system_prompt_head=head,
+        system_prompt_head=call.system_prompt[: knobs.system_prompt_head_chars],
         agent_sampling=agent_sampling,
-        user_sampling=user_sampling,
+        user_sampling=Sampling(
+            temperature=knobs.user_temperature, max_tokens=knobs.user_max_tokens
+        ),
         declared_sampling=params.sampling,
-        fault_plan=fault_plan,
+        fault_plan=FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate),
         max_turns=params.max_turns,
         max_tool_calls=params.max_tool_calls,
         max_tool_rounds=knobs.max_tool_rounds,
         logprobs=params.logprobs,
         user_persona=knobs.user_persona,
         user_patience=knobs.user_patience,
+        user_prompt=call.defaults.user_prompt,
         user_context_chars=knobs.user_context_chars,
     )
-    markers, marker_problems = MarkerSet.from_registry(registry)
-    warnings.extend(marker_problems)
-    run = RunSpec.for_context(
+
+
+def _describe(call: _Call, ctx: RolloutContext) -> RunSpec:
+    """The run as plain data, for an executor's workers to rebuild."""
+    params, resolved = call.params, call.resolved
+    return run_spec(
         ctx,
-        world=knobs.world,
-        registry=executor.registry_spec or RegistrySpec.of(registry),
+        world=call.knobs.world,
+        registry=call.executor.registry_spec or RegistrySpec.of(call.registry),
         agent_model=params.agent_model
         if resolved.models.agent_is_callable
         else resolved.agent_spec,
@@ -298,23 +420,34 @@ async def _run_once(
         judge=params.judge,
         llm_grade=params.llm_grade,
         judge_model=resolved.judge_spec,
-        concurrency=knobs.max_concurrency,
+        concurrency=call.knobs.max_concurrency,
     )
-    # In process, the rows are graded by the run's own live judges, world and markers.
-    runs_on = executor.executor or InProcessExecutor(
-        JobRunner(ctx, grader, llm_grader, markers, warnings=warnings)
-    )
-    grader_name = grader.name if grader is not None else f"world:{world.name}"
 
-    writer_models = sorted({p.situation.writer_model for p in plans})
-    writer_model = ", ".join(writer_models)
-    jobs = jobs_for(
-        plans, range(params.rollouts_per_request), params.seed, replayed_from=replayed_from
-    )
-    total = len(jobs)
+
+@attrs.frozen
+class _Record:
+    """The run's metadata (sidecar, rows' provenance) and its report's fields."""
+
+    metadata: dict[str, Any]
+    report_fields: dict[str, Any]
+
+
+def _record(
+    call: _Call,
+    opened: _Opened,
+    planned: _Planned,
+    sha: str,
+    total: int,
+    replayed_from: str | None,
+) -> _Record:
+    params, knobs, world, resolved = call.params, call.knobs, call.world, call.resolved
+    grader, llm_grader = call.graders.grader, call.graders.llm_grader
+    grader_name = grader.name if grader is not None else f"world:{world.name}"
+    writer_model = ", ".join(sorted({p.situation.writer_model for p in planned.plans}))
+    fault_plan = FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate)
     metadata: dict[str, Any] = {
-        "run_id": run_id,
-        "created": created,
+        "run_id": opened.run_id,
+        "created": opened.created,
         "whileai_version": __version__,
         "agent_model": resolved.agent_spec,
         "model_version": None,
@@ -324,22 +457,22 @@ async def _run_once(
         "world": {"name": world.name, "version": getattr(world, "version", None)},
         "system_prompt_sha": sha,
         "planned_rollouts": total,
-        "resume_plan": resume_plan,
+        "resume_plan": _resume_plan(params, world, sha),
         "replayed_from_run": replayed_from,
     }
     report_fields: dict[str, Any] = {
-        "run_id": run_id,
+        "run_id": opened.run_id,
         "mode": params.mode,
         "budget": params.budget,
         "seed": params.seed,
-        "unique_situations": len({p.index for p in plans}),
+        "unique_situations": len({p.index for p in planned.plans}),
         "requests_per_situation": params.requests_per_situation,
         "repeats": params.rollouts_per_request,
         "repeat_policy": params.repeat_policy,
         "hard_share": params.hard_share,
-        "fault_rate": run_fault_rate,
-        "strategy": strategy_name,
-        "dimensions": dimensions,
+        "fault_rate": fault_plan.effective_rate(world.default_fault_rate),
+        "strategy": planned.strategy,
+        "dimensions": planned.dimensions,
         "arm_weights": params.arm_weights,
         "simulator": resolved.simulator,
         "writer_model": writer_model,
@@ -358,80 +491,100 @@ async def _run_once(
             "default_fault_rate": world.default_fault_rate,
             "fault_kinds": list(knobs.fault_kinds),
         },
-        "world_note": world_note,
-        "advanced": dict(advanced),
+        "world_note": _world_note(params, world),
+        "advanced": dict(call.advanced),
         "knobs": knobs.as_dict(),
-        "model_notes": list(resolved.notes) + graders.notes,
+        "model_notes": list(resolved.notes) + call.graders.notes,
         "backends": {},
-        "executor": executor.label,
+        "executor": call.executor.label,
     }
-    system_prompts = {sha: params.system_prompt}
+    return _Record(metadata, report_fields)
 
-    def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
-        first = next((t.get("model_version") for t in trajectories if t.get("model_version")), None)
-        metadata["model_version"] = first
-        return Simulation(
-            trajectories=trajectories,
-            metadata=metadata,
-            system_prompts=system_prompts,
-            warnings=warnings,
-            degraded=list(resolved.degraded),
-            report_fields=report_fields,
-            output=output,
-            registry=registry,
-        )
 
-    row_writer = RowWriter(output, fsync=bool(knobs.fsync_rows)) if output is not None else None
+def _start(
+    call: _Call,
+    opened: _Opened,
+    record: _Record,
+    simulation: Callable[[list[dict[str, Any]]], Simulation],
+    total: int,
+    warnings: list[str],
+) -> _RunState:
+    """Open the row writer, write the incomplete sidecar, announce the run, and count the
+    rows a resumed run already has."""
+    output = opened.output
+    writer = RowWriter(output, fsync=bool(call.knobs.fsync_rows)) if output is not None else None
     if output is not None:
-        write_sidecar(sidecar_path(output), simulation(existing).sidecar(complete=False))
+        write_sidecar(sidecar_path(output), simulation(opened.existing).sidecar(complete=False))
     for warning in notify(
-        registry.pm, "whileai_run_started", run_id=run_id, knobs=report_fields, total=total
+        call.registry.pm,
+        "whileai_run_started",
+        run_id=opened.run_id,
+        knobs=record.report_fields,
+        total=total,
     ):
         _warn_once(warnings, warning)
-    progress = RunProgress(total, refresh_per_second=knobs.progress_refresh_per_second)
-    state = _RunState(
-        run_id,
-        list(existing),
-        {k for r in existing if (k := _key_of(r))},
+    progress = RunProgress(total, refresh_per_second=call.knobs.progress_refresh_per_second)
+    progress.done += len(opened.existing)
+    return _RunState(
+        opened.run_id,
+        list(opened.existing),
+        {k for r in opened.existing if (k := _key_of(r))},
         warnings,
-        row_writer,
+        writer,
         progress,
-        registry,
+        call.registry,
         total,
     )
-    for _ in existing:
-        progress.done += 1
-    before = snapshot(backends)
-    watcher = asyncio.ensure_future(
-        _watch_retries(progress, backends, before, 1.0 / knobs.progress_refresh_per_second)
-    )
-    try:
-        with progress:
-            await _execute(jobs, runs_on, run, state, knobs)
-            if params.repeat_policy == "rl" and knobs.adaptive_extra_repeats > 0:
-                extra = _extra_jobs(params, knobs, plans, state, replayed_from)
-                if extra:
-                    state.total += len(extra)
-                    progress.grow(len(extra))
-                    metadata["planned_rollouts"] = state.total
-                    await _execute(extra, runs_on, run, state, knobs)
-            progress.backend_retries(retries_so_far(backends, before))
-    finally:
-        watcher.cancel()
-        if row_writer is not None:
-            row_writer.close()
-    usage = usage_report(backends, before)
-    report_fields["backends"] = usage
+
+
+async def _extra_repeats(
+    call: _Call,
+    planned: _Planned,
+    state: _RunState,
+    record: _Record,
+    runs_on: Any,
+    ctx: RolloutContext,
+    replayed_from: str | None,
+) -> None:
+    """Under repeat_policy="rl", more repeats for the groups whose repeats disagree."""
+    if call.params.repeat_policy != "rl" or call.knobs.adaptive_extra_repeats <= 0:
+        return
+    extra = _extra_jobs(call.params, call.knobs, planned.plans, state, replayed_from)
+    if not extra:
+        return
+    state.total += len(extra)
+    state.progress.grow(len(extra))
+    record.metadata["planned_rollouts"] = state.total
+    await _execute(extra, runs_on, _describe(call, ctx), state, call.knobs)
+
+
+def _report(
+    call: _Call,
+    record: _Record,
+    state: _RunState,
+    before: Mapping[int, Any],
+    simulation: Callable[[list[dict[str, Any]]], Simulation],
+    warnings: list[str],
+) -> Simulation:
+    """The finished run: what each backend did, its warnings, rows in plan order."""
+    usage = usage_report(call.backends, before)
+    record.report_fields["backends"] = usage
     for sentence in wait_warnings(usage):
         _warn_once(warnings, sentence[0].upper() + sentence[1:] + ".")
-    data = simulation(_in_plan_order(state.trajectories))
-    if output is not None:
-        write_sidecar(sidecar_path(output), data.sidecar(complete=True))
+    return simulation(_in_plan_order(state.trajectories))
+
+
+def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) -> None:
+    """Mark the sidecar complete and announce the finished run."""
+    if opened.output is not None:
+        write_sidecar(sidecar_path(opened.output), data.sidecar(complete=True))
     for warning in notify(
-        registry.pm, "whileai_run_finished", run_id=run_id, report=data.report().to_dict()
+        call.registry.pm,
+        "whileai_run_finished",
+        run_id=opened.run_id,
+        report=data.report().to_dict(),
     ):
         _warn_once(warnings, warning)
-    return data, plans
 
 
 async def _watch_retries(
@@ -505,73 +658,7 @@ class _Executor:
     registry_spec: RegistrySpec | None = None
 
 
-async def asimulate(**kwargs: Any) -> Simulation | list[Simulation]:
-    """``simulate`` for code already inside an event loop: same parameters, awaitable."""
-    alias_values = {a: kwargs.pop(a) for a in list(kwargs) if a in ALIASES}
-    advanced = kwargs.pop("advanced", None)
-    registry = get_registry(kwargs.pop("registry", None))
-    given = merge_aliases(kwargs, alias_values)
-    params = resolve_params(given)
-    knobs = RunKnobs.from_advanced(advanced)
-    world = registry.resolve("world", knobs.world)
-    # Checked before any model is opened: a run a worker could not rebuild fails here.
-    chosen, executor_label, built_executor = resolve_executor(params.executor, registry)
-    registry_spec = None
-    if chosen is not None:
-        registry_spec = RegistrySpec.of(registry)
-        unshippable = ship_problems(params.agent_model, params.user_model, registry_spec)
-        check_shippable(unshippable, executor_label)
-    executor = _Executor(chosen, executor_label, registry_spec)
-    backends: list[RunBackend] = []
-    results: list[Simulation] = []
-    try:
-        resolved = resolve_models(
-            params, registry, concurrency=knobs.max_concurrency, backends=backends
-        )
-        graders = resolve_graders(
-            params.judge,
-            params.llm_grade,
-            registry,
-            judge_model=resolved.judge_spec,
-            judge_why=resolved.judge_why,
-        )
-        for grader in (graders.grader, graders.llm_grader):
-            if grader is not None and grader.backend is not None:
-                label = str(resolved.judge_spec or getattr(grader.backend, "name", "judge"))
-                add_backend(backends, label, grader.backend, "judge", opened=True)
-        plans: list[PlannedSituation] | None = None
-        first_run: str | None = None
-        for run in range(params.runs):
-            data, plans = await _run_once(
-                params,
-                knobs,
-                dict(advanced or {}),
-                registry,
-                world,
-                resolved,
-                graders,
-                backends,
-                plans,
-                _run_output(params.output, run, params.runs),
-                first_run,
-                executor,
-            )
-            if first_run is None:
-                first_run = data.metadata["run_id"]
-            results.append(data)
-    finally:
-        # Closed also when the run fails: an HTTP backend's connections, a local model's
-        # worker threads.
-        problems = await close_backends(backends)
-        if built_executor:
-            problems += await close_executor(chosen)
-    for data in results:
-        for problem in problems:
-            _warn_once(data.warnings, problem)
-    return results[0] if params.runs == 1 else results
-
-
-def simulate(
+async def asimulate(
     system_prompt: str | None = None,
     *,
     unique_situations: int | None = None,
@@ -609,10 +696,94 @@ def simulate(
     repeats: int | None = None,
     risk: float | None = None,
 ) -> Any:
-    """Write situations, roll the agent out against a simulated user and a mock world with
-    faults, grade every episode, and return the run (a list of runs when ``runs`` > 1).
+    """``simulate`` for code already inside an event loop: the same parameters, awaitable."""
+    given = {k: v for k, v in locals().items() if k not in ("advanced", "registry")}
+    alias_values = {a: given.pop(a) for a in list(given) if a in ALIASES}
+    return await _simulate_call(merge_aliases(given, alias_values), advanced, registry)
 
-    Every parameter, its default and its alias is in docs/parameters.md.
-    """
-    kwargs = {k: v for k, v in locals().items()}
-    return run_sync(asimulate(**kwargs))
+
+async def _simulate_call(
+    given: Mapping[str, Any], advanced: Mapping[str, Any] | None, registry: Registry | None
+) -> Simulation | list[Simulation]:
+    params = resolve_params(given)
+    knobs = RunKnobs.from_advanced(advanced)
+    reg = get_registry(registry)
+    world = reg.resolve("world", knobs.world)
+    # What the caller left to the world: the deploy prompt, the difficulty dimension.
+    defaults = world_defaults(world)
+    params = params.for_world(defaults)
+    knobs = knobs.for_world(defaults)
+    # Checked before any model is opened: a run a worker could not rebuild fails here.
+    chosen, executor_label, built_executor = resolve_executor(params.executor, reg)
+    registry_spec = None
+    if chosen is not None:
+        registry_spec = RegistrySpec.of(reg)
+        unshippable = ship_problems(params.agent_model, params.user_model, registry_spec)
+        check_shippable(unshippable, executor_label)
+    executor = _Executor(chosen, executor_label, registry_spec)
+    backends: list[RunBackend] = []
+    results: list[Simulation] = []
+    try:
+        resolved = resolve_models(params, reg, concurrency=knobs.max_concurrency, backends=backends)
+        graders = resolve_graders(
+            params.judge,
+            params.llm_grade,
+            reg,
+            judge_model=resolved.judge_spec,
+            judge_why=resolved.judge_why,
+        )
+        for grader in (graders.grader, graders.llm_grader):
+            if grader is not None and grader.backend is not None:
+                label = str(resolved.judge_spec or getattr(grader.backend, "name", "judge"))
+                add_backend(backends, label, grader.backend, "judge", opened=True)
+        call = _Call(
+            params,
+            knobs,
+            dict(advanced or {}),
+            reg,
+            world,
+            defaults,
+            resolved,
+            graders,
+            backends,
+            executor,
+        )
+        plans: list[PlannedSituation] | None = None
+        first_run: str | None = None
+        for run in range(params.runs):
+            data, plans = await _run_once(
+                call, plans, _run_output(params.output, run, params.runs), first_run
+            )
+            if first_run is None:
+                first_run = data.metadata["run_id"]
+            results.append(data)
+    finally:
+        # Closed also when the run fails: an HTTP backend's connections, a local model's
+        # worker threads.
+        problems = await close_backends(backends)
+        if built_executor:
+            problems += await close_executor(chosen)
+    for data in results:
+        for problem in problems:
+            _warn_once(data.warnings, problem)
+    return results[0] if params.runs == 1 else results
+
+
+def _blocking(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous twin of ``fn``, with its exact signature (for readers, IDEs, mypy)."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(fn(*args, **kwargs))
+
+    return run
+
+
+simulate = _blocking(asimulate)
+simulate.__name__ = simulate.__qualname__ = "simulate"
+simulate.__doc__ = """Write situations, roll the agent out against a simulated user and a mock
+world with faults, grade every episode, and return the run (a list of runs when ``runs`` > 1).
+
+Every parameter, its default and its alias is in docs/parameters.md; ``asimulate`` is the
+same call for code already inside an event loop.
+"""

@@ -17,11 +17,12 @@ from whileai.backends import (
     Completion,
     Sampling,
     default_spec,
+    is_agent_function,
     resolve_backend,
 )
+from whileai.executors import RunSpec
 from whileai.registry import Registry
-from whileai.signatures import accepted
-from whileai.simulations.params import RunParams, is_callable_agent
+from whileai.simulations.params import RunParams
 from whileai.simulations.rollout import Models
 
 TEMPLATE_WRITER = "template"
@@ -99,6 +100,45 @@ def _label(spec: Any, backend: Backend) -> str:
     return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
 
 
+@attrs.define
+class RoleBackends:
+    """Opens the backend of each role. A spec is resolved once per run: roles given the same
+    spec share one backend (one connection pool, one set of counters). A backend factory
+    that takes ``concurrency=`` is offered the run's ``max_concurrency``, so its connection
+    pool matches the rollouts in flight. Each backend is added to ``backends`` as soon as it
+    is built, so the caller can close what was opened even when a later role fails."""
+
+    registry: Registry
+    concurrency: int | None
+    backends: list[RunBackend]
+    _by_spec: dict[str, Backend] = attrs.field(factory=dict)
+
+    def open(self, spec: Any, role: str) -> Backend:
+        if not isinstance(spec, str):
+            given = resolve_backend(spec, role=role, registry=self.registry)
+            add_backend(self.backends, _label(spec, given), given, role, opened=False)
+            return given
+        if spec not in self._by_spec:
+            offer = {} if self.concurrency is None else {"concurrency": self.concurrency}
+            self._by_spec[spec] = resolve_backend(
+                spec, role=role, registry=self.registry, offer=offer
+            )
+        add_backend(self.backends, spec, self._by_spec[spec], role, opened=True)
+        return self._by_spec[spec]
+
+
+def open_run_models(run: RunSpec, registry: Registry, backends: list[RunBackend]) -> Models:
+    """A worker's models for ``run``: the specs the driver resolved, opened in this process
+    (no defaults are chosen again, so every worker calls the models the driver named)."""
+    opener = RoleBackends(registry, run.concurrency, backends)
+    if is_agent_function(run.agent_model):
+        agent: Backend = CallableAgent(run.agent_model)
+    else:
+        agent = opener.open(run.agent_model, "agent")
+    user = opener.open(run.user_model, "user")
+    return Models(agent, user, run.agent_label, run.user_label, is_agent_function(run.agent_model))
+
+
 def resolve_models(
     params: RunParams,
     registry: Registry,
@@ -107,32 +147,13 @@ def resolve_models(
     backends: list[RunBackend] | None = None,
 ) -> ResolvedModels:
     """Resolve agent, user and writer; say which defaults applied and whether one model
-    is doing several jobs.
-
-    A spec is resolved once per run: roles given the same spec share one backend (one
-    connection pool, one set of counters). A backend factory that takes ``concurrency=`` is
-    given the run's ``max_concurrency``, so its connection pool matches the rollouts in
-    flight. Each backend is added to ``backends`` as soon as it is built, so a caller that
-    passes the list can close what was opened even when a later role fails to resolve."""
+    is doing several jobs (backends opened through :class:`RoleBackends`)."""
     notes: list[str] = []
     warnings: list[str] = []
     embedded_roles: list[str] = []
-    backends = [] if backends is None else backends
-    by_spec: dict[str, Backend] = {}
-
-    def open_backend(spec: Any, role: str) -> Backend:
-        if not isinstance(spec, str):
-            given = resolve_backend(spec, role=role, registry=registry)
-            add_backend(backends, _label(spec, given), given, role, opened=False)
-            return given
-        if spec not in by_spec:
-            entry, _ = registry.lookup("backend", spec)
-            options = {} if concurrency is None else {"concurrency": concurrency}
-            by_spec[spec] = resolve_backend(
-                spec, role=role, registry=registry, **accepted(entry.factory, options)
-            )
-        add_backend(backends, spec, by_spec[spec], role, opened=True)
-        return by_spec[spec]
+    opener = RoleBackends(registry, concurrency, [] if backends is None else backends)
+    open_backend = opener.open
+    backends = opener.backends
 
     def pick(given: Any, role: str) -> tuple[Any, bool]:
         if given is not None:
@@ -143,7 +164,7 @@ def resolve_models(
             embedded_roles.append(role)
         return spec, True
 
-    if is_callable_agent(params.agent_model):
+    if is_agent_function(params.agent_model):
         agent: Backend = CallableAgent(params.agent_model)
         agent_label = agent.name
         agent_callable = True

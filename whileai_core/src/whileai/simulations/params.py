@@ -14,11 +14,7 @@ from typing import Any
 
 import attrs
 
-#: The deploy prompt the agent runs under when you give none.
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a customer support agent. Look things up with the tools before you answer, "
-    "say plainly what you did, and never invent an order, refund or account detail."
-)
+from whileai.worlds import WorldDefaults
 
 MODES: tuple[str, ...] = ("eval", "rl")
 REPEAT_POLICIES: tuple[str, ...] = ("rl", "fixed")
@@ -50,7 +46,11 @@ def _p(name: str, default: Any, meaning: str) -> Parameter:
 
 
 PARAMETERS: tuple[Parameter, ...] = (
-    _p("system_prompt", DEFAULT_SYSTEM_PROMPT, "the deploy prompt the agent runs under"),
+    _p(
+        "system_prompt",
+        None,
+        "the deploy prompt the agent runs under; None: the world's own (its system_prompt)",
+    ),
     _p(
         "unique_situations",
         8,
@@ -166,7 +166,8 @@ def _choice(name: str, value: Any, choices: Sequence[str], *, allow_none: bool =
 class RunParams:
     """The public parameters as resolved (defaults filled, aliases folded, values checked)."""
 
-    system_prompt: str
+    #: None until the run's world is known: then the world's own (``for_world``)
+    system_prompt: str | None
     unique_situations: int
     requests_per_situation: int
     rollouts_per_request: int
@@ -194,6 +195,19 @@ class RunParams:
     resume: bool
     executor: Any = None
 
+    def for_world(self, defaults: WorldDefaults) -> RunParams:
+        """These parameters with what was left to the world filled from its defaults."""
+        if self.system_prompt is not None:
+            return self
+        return attrs.evolve(self, system_prompt=defaults.system_prompt)
+
+    @property
+    def prompt(self) -> str:
+        """The system prompt, once ``for_world`` has filled it."""
+        if self.system_prompt is None:
+            raise ValueError("system_prompt is unresolved: call for_world(world_defaults(world))")
+        return self.system_prompt
+
 
 def resolve_params(given: Mapping[str, Any]) -> RunParams:
     """Fill defaults and check every value; errors name the parameter and what was wrong."""
@@ -203,7 +217,7 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
             raise TypeError(f"simulate() has no parameter {name!r}")
         if value is not None:
             values[name] = value
-    if not isinstance(values["system_prompt"], str):
+    if values["system_prompt"] is not None and not isinstance(values["system_prompt"], str):
         raise TypeError(
             f"system_prompt must be a string, got {type(values['system_prompt']).__name__}"
         )
@@ -290,11 +304,6 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
     values.pop("advanced")
     values.pop("registry")
     return RunParams(**values)
-
-
-def is_callable_agent(agent: Any) -> bool:
-    """A user's own agent function (as opposed to a spec string or a backend object)."""
-    return callable(agent) and not isinstance(agent, str) and not hasattr(agent, "complete")
 
 
 AgentFn = Callable[..., Any]

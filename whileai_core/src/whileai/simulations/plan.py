@@ -15,14 +15,14 @@ from typing import Any
 import attrs
 
 from whileai.backends import Sampling
+from whileai.executors import Job
 from whileai.registry import Registry
 from whileai.schema.records import prompt_hash
 from whileai.seeds import derive_seed
-from whileai.signatures import accepted, accepts
+from whileai.signatures import accepts
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import SEED_WRITER, Writer
 from whileai.simulations.params import RunParams
-from whileai.simulations.rollout import Job
 from whileai.worlds import Situation, World
 
 
@@ -64,19 +64,19 @@ def _strategy_balances_difficulty(
 ) -> bool:
     """Whether the strategy takes ``hard_share=`` and the dimensions give it the hard value to
     balance; otherwise the engine sets difficulty itself after the strategy has chosen."""
-    values = dimensions.get(knobs.difficulty_dimension, ())
-    return accepts(strategy.choose, "hard_share") and knobs.hard_value in values
+    dim, hard = knobs.hard_end()
+    return accepts(strategy.choose, "hard_share") and hard in dimensions.get(dim, ())
 
 
 def _resolve_strategy(spec: str, knobs: RunKnobs, registry: Registry) -> Any:
     """A registered strategy, told which dimension and value are the hard end when its
     factory takes them (``strategy_options`` wins)."""
-    entry, _ = registry.lookup("strategy", spec)
-    hard_end = accepted(
-        entry.factory,
-        {"hard_dimension": knobs.difficulty_dimension, "hard_value": knobs.hard_value},
+    return registry.resolve(
+        "strategy",
+        spec,
+        offer={"hard_dimension": knobs.difficulty_dimension, "hard_value": knobs.hard_value},
+        **knobs.strategy_options,
     )
-    return registry.resolve("strategy", spec, **{**hard_end, **knobs.strategy_options})
 
 
 def choose_specs(
@@ -122,7 +122,7 @@ def _apply_hard_share(
     """The engine's own hard_share: a seeded ``round(hard_share * n)`` of the specs take the
     hard value, the rest one of the other values."""
     n = len(specs)
-    dim, hard = knobs.difficulty_dimension, knobs.hard_value
+    dim, hard = knobs.hard_end()
     n_hard = round(params.hard_share * n)
     hard_rng = random.Random(derive_seed(params.seed, "hard"))
     hard_set = set(hard_rng.sample(range(n), n_hard))
@@ -227,9 +227,11 @@ async def write_situations(
     seed: int,
     known_prompts: Mapping[str, str],
     warnings: list[str],
+    writer_prompt: str,
 ) -> list[PlannedSituation]:
-    """With a model writer, each phrasing's prompt is the model's rewrite of the template
-    (a prompt already on disk from a resumed run is kept as it was)."""
+    """With a model writer, each phrasing's prompt is the model's rewrite of the template,
+    under the world's ``writer_prompt`` (a prompt already on disk from a resumed run is kept
+    as it was)."""
     if writer.backend is None:
         return plans
     backend = writer.backend
@@ -246,15 +248,14 @@ async def write_situations(
         messages = [
             {
                 "role": "system",
-                "content": "You write the first message a customer sends to a "
-                "support chat. Reply with that message only.",
+                "content": writer_prompt,
             },
             {
                 "role": "user",
                 "content": (
-                    f"Customer: {plan.situation.persona}. Situation: "
+                    f"Who writes it: {plan.situation.persona}. Situation: "
                     f"{json.dumps(plan.spec, default=str)}. A plain version of the request: "
-                    f"{plan.situation.prompt}\nWrite it in the customer's own words "
+                    f"{plan.situation.prompt}\nWrite it in their own words "
                     f"(version {plan.phrasing + 1})."
                 ),
             },

@@ -17,31 +17,14 @@ from typing import Any
 import attrs
 
 from whileai.backends import Backend, BackendError, Completion, Sampling
+from whileai.executors import Job, job_lineage, job_task, unfinished_row
 from whileai.schema.export import step_messages
-from whileai.schema.records import Judgment, Rollout, Task, to_row
+from whileai.schema.records import Judgment, Rollout, to_row
 from whileai.signatures import accepts
 from whileai.worlds import Episode, FaultPlan, Situation, World
 
 SATISFIED_TAG = "[DONE]"
 GAVE_UP_TAG = "[GIVE UP]"
-
-
-@attrs.frozen
-class Job:
-    """One planned rollout, identified by a deterministic key (situation, phrasing, repeat)."""
-
-    key: str
-    situation: Situation
-    scenario_id: str
-    situation_index: int
-    phrasing: int
-    repeat: int
-    seed: int
-    spec: Mapping[str, Any]
-    arm: str | None = None
-    selection_reason: str | None = None
-    replayed: bool = False
-    replayed_from_run: str | None = None
 
 
 @attrs.frozen
@@ -77,6 +60,8 @@ class RolloutContext:
     logprobs: bool
     user_persona: str | None
     user_patience: int | None
+    #: the simulated user's instructions: the world's ``user_prompt`` template
+    user_prompt: str
     user_context_chars: int
 
 
@@ -172,12 +157,8 @@ def _user_messages(
     persona = ctx.user_persona or situation.persona
     known = json.dumps(dict(situation.hidden_state), ensure_ascii=False, default=str)
     known = known[: ctx.user_context_chars]
-    system = (
-        f"You are {persona}, chatting with a support agent. What you want: {prompt}\n"
-        f"What you know (give it when asked): {known}\n"
-        "Reply as the customer in one or two short sentences. When your problem is solved, "
-        f"thank the agent and end with {SATISFIED_TAG}. If you have had enough, end with "
-        f"{GAVE_UP_TAG}."
+    system = ctx.user_prompt.format(
+        persona=persona, request=prompt, known=known, done=SATISFIED_TAG, give_up=GAVE_UP_TAG
     )
     # The simulated user sees the chat from its side: its own words are the assistant's.
     messages: list[dict[str, Any]] = [
@@ -319,13 +300,20 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
 
 
 def failed_row(job: Job, ctx: RolloutContext, reason: str) -> dict[str, Any]:
-    """The row of a rollout that never ran its course: no steps, ``error`` saying why, the
-    judgment skipped (it reads only the context's labels and settings, never a backend)."""
-    chat = [
-        {"role": "system", "content": ctx.system_prompt},
-        {"role": "user", "content": job.situation.prompt},
-    ]
-    return _trajectory(job, ctx, None, [], chat, _Tally(), "", reason, "error", False)
+    """The row of a rollout that never ran its course (see ``whileai.executors.unfinished_row``;
+    it reads only the context's labels and settings, never a backend)."""
+    return unfinished_row(
+        job,
+        reason,
+        run_id=ctx.run_id,
+        world=ctx.world.name,
+        system_prompt=ctx.system_prompt,
+        system_prompt_sha=ctx.system_prompt_sha,
+        system_prompt_head=ctx.system_prompt_head,
+        agent_label=ctx.models.agent_label,
+        agent_is_function=ctx.models.agent_is_callable,
+        declared_sampling=ctx.declared_sampling,
+    )
 
 
 def _trajectory(
@@ -340,41 +328,19 @@ def _trajectory(
     stop_reason: str,
     user_spoke: bool,
 ) -> dict[str, Any]:
-    situation = job.situation
     model_version = tally.model or ctx.models.agent_label
     if ctx.models.agent_is_callable:
         sampling = dict(ctx.declared_sampling) if ctx.declared_sampling is not None else None
     else:
         sampling = dict(tally.sampling) if tally.sampling is not None else None
-    lineage: dict[str, Any] = {
-        "run_id": ctx.run_id,
-        "system_prompt_sha": ctx.system_prompt_sha,
-        "system_prompt_head": ctx.system_prompt_head,
-        "system_prompt_chars": len(ctx.system_prompt),
-        "replayed": job.replayed,
-        "rollout_key": job.key,
-        "situation": job.situation_index,
-        "phrasing": job.phrasing,
-        "repeat": job.repeat,
-    }
-    if job.replayed_from_run is not None:
-        lineage["replayed_from_run"] = job.replayed_from_run
-    privileged: dict[str, Any] = {"hidden_state": dict(situation.hidden_state)}
-    if situation.goal:
-        privileged["goal"] = dict(situation.goal)
-    if situation.reference is not None:
-        privileged["reference"] = situation.reference
-    task = Task(
-        prompt=situation.prompt,
-        task_id=job.scenario_id,
-        scenario_id=job.scenario_id,
-        privileged=privileged,
-        scenario_dimensions=dict(situation.dimensions) or dict(job.spec),
-        arm=job.arm,
-        selection_reason=job.selection_reason,
-        seed=job.seed,
-        writer_model=situation.writer_model,
+    lineage = job_lineage(
+        job,
+        run_id=ctx.run_id,
+        system_prompt=ctx.system_prompt,
+        system_prompt_sha=ctx.system_prompt_sha,
+        system_prompt_head=ctx.system_prompt_head,
     )
+    task = job_task(job)
     usage = {
         "input_tokens": tally.input_tokens,
         "output_tokens": tally.output_tokens,

@@ -1,0 +1,202 @@
+"""Running a run's jobs: the worker side of the executor contract (:mod:`whileai.executors`)
+and the in-process executor ``simulate()`` uses by default.
+
+:class:`JobRunner` is what any worker runs: ``await JobRunner.open(run)`` rebuilds the world,
+backends, judges and markers from the run's :class:`~whileai.executors.RunSpec`, straight
+through the registry; ``await runner.run(job)`` plays one job and grades it against the
+world's live episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai.backend_use import RunBackend, add_backend, close_backends
+from whileai.executors import IN_PROCESS, Job, RunSpec
+from whileai.graders import Grader, MarkerSet, resolve_graders, world_grader
+from whileai.registry import Registry
+from whileai.scoring import Verdict
+from whileai.simulations.models import open_run_models
+from whileai.simulations.rollout import Models, RolloutContext, run_rollout
+from whileai.worlds import World
+
+#: RolloutContext's fields that are plain data, carried by a RunSpec as they are; the world
+#: and the models are live objects a worker rebuilds.
+CONTEXT_DATA: tuple[str, ...] = tuple(
+    f.name for f in attrs.fields(RolloutContext) if f.name not in ("world", "models")
+)
+
+
+def run_spec(ctx: RolloutContext, **rest: Any) -> RunSpec:
+    """The description of the run ``ctx`` belongs to: its plain fields as they are, the rest
+    (world name, specs, judge, registry, concurrency) from ``rest``."""
+    return RunSpec(**{name: getattr(ctx, name) for name in CONTEXT_DATA}, **rest)
+
+
+def context_of(run: RunSpec, world: World, models: Models) -> RolloutContext:
+    """The rollout context a worker rebuilds from ``run``, with its own world and models."""
+    return RolloutContext(
+        world=world, models=models, **{name: getattr(run, name) for name in CONTEXT_DATA}
+    )
+
+
+# -- running jobs -----------------------------------------------------------------------
+
+
+async def _grade(
+    trajectory: dict[str, Any],
+    episode_check: Callable[[Mapping[str, Any]], Verdict],
+    grader: Grader | None,
+    world: World,
+    llm_grader: Grader | None,
+    markers: MarkerSet,
+    warnings: list[str],
+) -> dict[str, Any]:
+    if trajectory.get("error"):
+        return trajectory
+    chosen = grader if grader is not None else world_grader(world, episode_check)
+    graded = await chosen.grade(trajectory)
+    if llm_grader is not None:
+        graded = await llm_grader.grade(graded, into="llm_reward")
+    if markers.markers:
+        values, problems = markers.measure(graded)
+        for problem in problems:
+            if problem not in warnings:
+                warnings.append(problem)
+        if values:
+            graded["markers"] = values
+    return graded
+
+
+@attrs.define
+class JobRunner:
+    """Runs jobs of one run: the rollout, then grading with the world's live episode."""
+
+    ctx: RolloutContext
+    grader: Grader | None
+    llm_grader: Grader | None
+    markers: MarkerSet
+    #: marker problems met while grading (the driver adds them to the run's warnings)
+    warnings: list[str] = attrs.field(factory=list)
+    #: backends this runner built and so closes
+    backends: list[RunBackend] = attrs.field(factory=list)
+
+    @classmethod
+    async def open(cls, run: RunSpec) -> JobRunner:
+        """Rebuild the run in this process: registry, world, backends, judges, markers."""
+        registry = run.registry.build()
+        world = registry.resolve("world", run.world)
+        backends: list[RunBackend] = []
+        try:
+            models = open_run_models(run, registry, backends)
+            graders = resolve_graders(
+                run.judge, run.llm_grade, registry, judge_model=run.judge_model
+            )
+            for grader in (graders.grader, graders.llm_grader):
+                if grader is not None and grader.backend is not None:
+                    add_backend(backends, "judge", grader.backend, "judge", opened=True)
+        except BaseException:
+            await close_backends(backends)
+            raise
+        markers, problems = MarkerSet.from_registry(registry)
+        return cls(
+            context_of(run, world, models),
+            graders.grader,
+            graders.llm_grader,
+            markers,
+            warnings=list(problems),
+            backends=backends,
+        )
+
+    async def run(self, job: Job) -> dict[str, Any]:
+        """One job played and graded: its row, privileged block kept."""
+        trajectory, episode = await run_rollout(job, self.ctx)
+
+        def check(row: Mapping[str, Any]) -> Verdict:
+            if episode is None:
+                return Verdict.error("no episode to check")
+            return episode.check(row["final_text"], row["steps"])
+
+        return await _grade(
+            trajectory,
+            check,
+            self.grader,
+            self.ctx.world,
+            self.llm_grader,
+            self.markers,
+            self.warnings,
+        )
+
+    async def close(self) -> list[str]:
+        """Close the backends this runner built; returns a problem per backend that failed."""
+        return await close_backends(self.backends)
+
+
+class InProcessExecutor:
+    """Runs jobs as asyncio tasks in this process, at most ``concurrency`` at once.
+
+    Given the driver's live runner it uses it (the default for ``simulate()``); otherwise it
+    rebuilds the run from its description, as a remote worker would."""
+
+    name = IN_PROCESS
+
+    def __init__(self, runner: JobRunner | None = None) -> None:
+        self._runner = runner
+        self.warnings: list[str] = []
+
+    async def run(
+        self, jobs: Sequence[Job], concurrency: int, run: RunSpec
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield each job's graded row as it finishes."""
+        runner = self._runner if self._runner is not None else await JobRunner.open(run)
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(job: Job) -> dict[str, Any]:
+            async with semaphore:
+                return await runner.run(job)
+
+        pending = [asyncio.ensure_future(one(job)) for job in jobs]
+        try:
+            for finished in asyncio.as_completed(pending):
+                yield await finished
+        finally:
+            for task in pending:
+                task.cancel()
+            if runner is not self._runner:
+                self.warnings.extend(runner.warnings)
+                self.warnings.extend(await runner.close())
+
+
+def resolve_executor(executor: Any, registry: Registry) -> tuple[Any | None, str, bool]:
+    """``executor=`` as (object or None for in-process, label for the report, whether the
+    run built it and so closes it)."""
+    if executor is None:
+        return None, IN_PROCESS, False
+    if isinstance(executor, str):
+        return registry.resolve("executor", executor), executor, True
+    if callable(getattr(executor, "run", None)):
+        label = getattr(executor, "name", None) or type(executor).__name__
+        return executor, str(label), False
+    raise TypeError(
+        "executor= must be None (in-process), a registered executor name or spec such as "
+        f"'ray' or 'ray:auto', or an object with run(jobs, concurrency, run); got {executor!r}"
+    )
+
+
+async def close_executor(executor: Any) -> list[str]:
+    """Call the executor's ``close()`` if it has one; a failure is a warning."""
+    close = getattr(executor, "close", None)
+    if not callable(close):
+        return []
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:
+        return [f"executor {getattr(executor, 'name', executor)!r} failed to close: {exc}"]
+    return []
