@@ -152,13 +152,42 @@ class RegistrySpec:
 
 
 @attrs.frozen(kw_only=True)
-class RunSpec:
-    """Everything a worker needs to run and grade a run's jobs, as picklable data.
+class RolloutSettings:
+    """What every rollout of a run shares that is plain data: the driver's rollout context
+    without its live world and models, and what a worker receives of it."""
+
+    run_id: str
+    system_prompt: str
+    system_prompt_sha: str
+    system_prompt_head: str
+    agent_sampling: Sampling
+    user_sampling: Sampling
+    #: what a callable agent's rows say under ``sampling`` (the caller's, or None)
+    declared_sampling: Mapping[str, Any] | None
+    fault_plan: FaultPlan
+    max_turns: int
+    max_tool_calls: int
+    max_tool_rounds: int
+    logprobs: bool
+    user_persona: str | None
+    user_patience: int | None
+    #: the simulated user's instructions: the world's ``user_prompt`` template
+    user_prompt: str
+    user_context_chars: int
+
+    def settings(self) -> dict[str, Any]:
+        """These fields alone, as keywords (for a context or a spec built from this one)."""
+        return {f.name: getattr(self, f.name) for f in attrs.fields(RolloutSettings)}
+
+
+@attrs.frozen(kw_only=True)
+class RunSpec(RolloutSettings):
+    """Everything a worker needs to run and grade a run's jobs, as picklable data: the
+    rollout settings, and the world, models, judge and registry by name.
 
     Model roles are spec strings resolved on the driver (so a worker with other environment
     variables still calls the same models), or the agent as your own function."""
 
-    run_id: str
     world: str
     registry: RegistrySpec
     #: the agent's spec string, or your agent function
@@ -171,22 +200,6 @@ class RunSpec:
     llm_grade: bool
     #: the judge role's model spec, for a judge named without one
     judge_model: str | None
-    system_prompt: str
-    system_prompt_sha: str
-    system_prompt_head: str
-    agent_sampling: Sampling
-    user_sampling: Sampling
-    declared_sampling: Mapping[str, Any] | None
-    fault_plan: FaultPlan
-    max_turns: int
-    max_tool_calls: int
-    max_tool_rounds: int
-    logprobs: bool
-    user_persona: str | None
-    user_patience: int | None
-    #: the world's user-simulator prompt, or the one the run was given
-    user_prompt: str
-    user_context_chars: int
     concurrency: int
 
     def problems(self) -> list[str]:

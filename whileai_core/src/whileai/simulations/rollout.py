@@ -17,11 +17,11 @@ from typing import Any
 import attrs
 
 from whileai.backends import Backend, BackendError, Completion, Sampling
-from whileai.executors import Job, job_lineage, job_task, unfinished_row
+from whileai.executors import Job, RolloutSettings, job_lineage, job_task, unfinished_row
 from whileai.schema.export import step_messages
 from whileai.schema.records import Judgment, Rollout, to_row
 from whileai.signatures import accepts
-from whileai.worlds import Episode, FaultPlan, Situation, World
+from whileai.worlds import Episode, Situation, World
 
 SATISFIED_TAG = "[DONE]"
 GAVE_UP_TAG = "[GIVE UP]"
@@ -39,30 +39,13 @@ class Models:
     agent_is_callable: bool = False
 
 
-@attrs.frozen
-class RolloutContext:
-    """Everything a rollout needs that is the same for the whole run."""
+@attrs.frozen(kw_only=True)
+class RolloutContext(RolloutSettings):
+    """Everything a rollout needs that is the same for the whole run: the plain settings a
+    worker receives, plus the live world and models it builds from them."""
 
-    run_id: str
     world: World
     models: Models
-    system_prompt: str
-    system_prompt_sha: str
-    system_prompt_head: str
-    agent_sampling: Sampling
-    user_sampling: Sampling
-    #: what a callable agent's rows say under ``sampling`` (the caller's, or None)
-    declared_sampling: Mapping[str, Any] | None
-    fault_plan: FaultPlan
-    max_turns: int
-    max_tool_calls: int
-    max_tool_rounds: int
-    logprobs: bool
-    user_persona: str | None
-    user_patience: int | None
-    #: the simulated user's instructions: the world's ``user_prompt`` template
-    user_prompt: str
-    user_context_chars: int
 
 
 @attrs.define

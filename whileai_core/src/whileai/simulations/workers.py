@@ -25,24 +25,16 @@ from whileai.simulations.models import open_run_models
 from whileai.simulations.rollout import Models, RolloutContext, run_rollout
 from whileai.worlds import World
 
-#: RolloutContext's fields that are plain data, carried by a RunSpec as they are; the world
-#: and the models are live objects a worker rebuilds.
-CONTEXT_DATA: tuple[str, ...] = tuple(
-    f.name for f in attrs.fields(RolloutContext) if f.name not in ("world", "models")
-)
-
 
 def run_spec(ctx: RolloutContext, **rest: Any) -> RunSpec:
-    """The description of the run ``ctx`` belongs to: its plain fields as they are, the rest
+    """The description of the run ``ctx`` belongs to: its settings as they are, the rest
     (world name, specs, judge, registry, concurrency) from ``rest``."""
-    return RunSpec(**{name: getattr(ctx, name) for name in CONTEXT_DATA}, **rest)
+    return RunSpec(**ctx.settings(), **rest)
 
 
 def context_of(run: RunSpec, world: World, models: Models) -> RolloutContext:
     """The rollout context a worker rebuilds from ``run``, with its own world and models."""
-    return RolloutContext(
-        world=world, models=models, **{name: getattr(run, name) for name in CONTEXT_DATA}
-    )
+    return RolloutContext(world=world, models=models, **run.settings())
 
 
 # -- running jobs -----------------------------------------------------------------------
