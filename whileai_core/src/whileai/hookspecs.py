@@ -86,14 +86,18 @@ def whileai_register_markers(register: Register) -> None:
 
 @hookspec
 def whileai_register_strategies(register: Register) -> None:
-    """Register situation-selection strategies (how ``simulate`` spreads situations across
-    ``dimensions``).
+    """Register situation-search strategies (which situations ``simulate`` plays).
 
-    A strategy factory returns an object with ``choose(dimensions, n, rng, arm_weights,
-    *, hard_share=None)`` returning ``n`` situation specs (mappings of dimension name to value,
-    plus ``arm`` and ``selection_reason``). ``hard_share`` is the fraction of specs to draw
-    from the hard value of the difficulty dimension (``None``: difficulty is an ordinary
-    dimension); a strategy that cannot honour it raises ValueError.
+    A strategy factory returns an object with ``ask(dimensions, n, rng, arm_weights, *,
+    hard_share=None)`` returning at most ``n`` situation specs (mappings of dimension name to
+    value, plus ``arm`` and ``selection_reason``), and optionally ``tell(rows)``, called with
+    the graded rows of each batch (reward, markers, ``behavior_signature``, ``vector`` in
+    memory) before the next ``ask``, and ``admit(spec, situation, vector)``, which may turn a
+    written situation away (``False`` or ``(False, reason)``). A strategy with only
+    ``choose(...)`` (same arguments, exactly ``n`` specs) draws the whole run up front.
+    ``hard_share`` is the fraction of specs to draw from the hard value of the difficulty
+    dimension, passed only to a strategy that takes it (otherwise the engine applies it); a
+    strategy that cannot honour it raises ValueError. See ``whileai.simulations.search``.
     """
 
 

@@ -79,6 +79,11 @@ class RunReport(Report):
     notes: list[str] = attrs.field(factory=list)
     #: where the rollouts ran: "in-process", or the executor name or spec given
     executor: str = "in-process"
+    #: how the strategy searched (batches, asked, rejected and why, whether it stopped short);
+    #: None for a replay
+    search: dict[str, Any] | None = None
+    #: the share of the run's situations that took the hard value (hard_share is the target)
+    hard_share_realised: float | None = None
 
     def _lines(self) -> list[str]:
         rows = [
@@ -95,6 +100,17 @@ class RunReport(Report):
             ["grader", self.grader + (f" (+ {self.llm_grader})" if self.llm_grader else "")],
             ["world", f"{self.world['name']} {self.world.get('version') or ''}".strip()],
             ["executor", self.executor],
+            *([["search", _search_line(self.search)]] if self.search else []),
+            *(
+                [
+                    [
+                        "hard share (asked / realised)",
+                        f"{fmt(self.hard_share)} / {fmt(self.hard_share_realised)}",
+                    ]
+                ]
+                if self.hard_share_realised is not None
+                else []
+            ),
             ["fault rate", fmt(self.fault_rate)],
             [
                 "faults fired",
@@ -119,6 +135,16 @@ class RunReport(Report):
             lines.append(f"  rows: {self.output}")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return lines
+
+
+def _search_line(search: Mapping[str, Any]) -> str:
+    line = (
+        f"{search['strategy']} ({'learns' if search['learns'] else 'up front'}): "
+        f"{search['batches']} batches, {search['asked']} asked, {search['rejected']} turned away"
+    )
+    if search.get("stopped_short"):
+        line += f"; {search['stopped_short']}"
+    return line
 
 
 def _backend_line(entry: Mapping[str, Any]) -> str:

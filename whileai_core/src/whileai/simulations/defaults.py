@@ -36,6 +36,7 @@ EXPERIMENT_KNOBS: tuple[str, ...] = (
     "writer_max_tokens",
     "difficulty_dimension",
     "hard_value",
+    "search_batch",
     "strategy_options",
 )
 
@@ -155,6 +156,11 @@ class RunKnobs:
     # The value of that dimension a hard situation takes. None: the world's own (its
     # hard_value, else "hard"); convention.
     hard_value: str | None = _text(None)
+    # Situations a strategy that learns (has tell) is asked for at a time; it is told their
+    # rollouts before it is asked again. 8 lets a bandit move within a small run while
+    # keeping rollouts in flight; a strategy that draws up front gets the whole run in one
+    # batch. Convention, untested.
+    search_batch: int = _knob(8, 1, 4096)
     # Keyword options handed to the strategy factory (what a search steers by: its own
     # weights, novelty thresholds). Empty: the strategy's own defaults; convention.
     strategy_options: Mapping[str, Any] = attrs.field(

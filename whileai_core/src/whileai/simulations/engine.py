@@ -43,6 +43,7 @@ from whileai.schema.files import (
     write_sidecar,
 )
 from whileai.schema.records import prompt_hash
+from whileai.simulations.behavior import situation_text, situation_vector
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import ResolvedModels, resolve_models
@@ -52,16 +53,10 @@ from whileai.simulations.params import (
     merge_aliases,
     resolve_params,
 )
-from whileai.simulations.plan import (
-    PlannedSituation,
-    choose_specs,
-    jobs_for,
-    plan_from_specs,
-    plan_from_tasks,
-    write_situations,
-)
+from whileai.simulations.plan import PlannedSituation, jobs_for, plan_from_tasks
 from whileai.simulations.progress import RunProgress
 from whileai.simulations.rollout import RolloutContext
+from whileai.simulations.search import Search
 from whileai.simulations.workers import (
     InProcessExecutor,
     JobRunner,
@@ -211,13 +206,25 @@ class _Opened:
     existing: list[dict[str, Any]]
 
 
-@attrs.frozen
+@attrs.define
 class _Planned:
-    """The run's situations, and what the report says about how they were chosen."""
+    """The run's situations, and what the report says about how they were chosen. A run that
+    searches starts with none: its strategy proposes them batch by batch (``search``)."""
 
     plans: list[PlannedSituation]
     strategy: str
     dimensions: dict[str, list[Any]]
+    search: Search | None = None
+    #: every situation's vector, by scenario id (memory only)
+    vectors: dict[str, list[float]] = attrs.field(factory=dict)
+    #: prompts already on disk (resume), kept as they were
+    known_prompts: dict[str, str] = attrs.field(factory=dict)
+
+    def planned_rollouts(self, params: RunParams) -> int:
+        if self.search is None:
+            return len(self.plans) * params.rollouts_per_request
+        situations = params.unique_situations * params.requests_per_situation
+        return situations * params.rollouts_per_request
 
 
 async def _run_once(
@@ -240,13 +247,8 @@ async def _run_once(
     runs_on = call.executor.executor or InProcessExecutor(
         JobRunner(ctx, call.graders.grader, call.graders.llm_grader, markers, warnings=warnings)
     )
-    jobs = jobs_for(
-        planned.plans,
-        range(call.params.rollouts_per_request),
-        call.params.seed,
-        replayed_from=replayed_from,
-    )
-    record = _record(call, opened, planned, sha, len(jobs), replayed_from)
+    total = planned.planned_rollouts(call.params)
+    record = _record(call, opened, planned, sha, total, replayed_from)
 
     def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
         first = next((t.get("model_version") for t in trajectories if t.get("model_version")), None)
@@ -262,7 +264,7 @@ async def _run_once(
             registry=call.registry,
         )
 
-    state = _start(call, opened, record, simulation, len(jobs), warnings)
+    state = _start(call, opened, record, simulation, total, warnings)
     before = snapshot(call.backends)
     watcher = asyncio.ensure_future(
         _watch_retries(
@@ -271,14 +273,14 @@ async def _run_once(
     )
     try:
         with state.progress:
-            await _execute(jobs, runs_on, _describe(call, ctx), state, call.knobs)
+            await _execute_plan(call, planned, state, runs_on, _describe(call, ctx), replayed_from)
             await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
             state.progress.backend_retries(retries_so_far(call.backends, before))
     finally:
         watcher.cancel()
         if state.writer is not None:
             state.writer.close()
-    data = _report(call, record, state, before, simulation, warnings)
+    data = _report(call, planned, record, state, before, simulation, warnings)
     _close(call, opened, data, warnings)
     return data, planned.plans
 
@@ -344,30 +346,59 @@ async def _plan(
     """The run's situations: replayed from ``tasks=`` or from the first run of the call,
     or chosen by the strategy and worded by the writer."""
     params, world = call.params, call.world
-    dimensions: dict[str, list[Any]]
-    if plans is not None:
-        dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
-        return _Planned(plans, f"replay of run {replayed_from}", dimensions)
-    if params.tasks is not None:
-        plans = plan_from_tasks(params, params.tasks)
-        strategy_name = "tasks= (replayed)"
-        dimensions = params.dimensions or {}
-    else:
-        specs, dimensions, strategy_name = choose_specs(params, call.knobs, world, call.registry)
-        plans = plan_from_specs(params, world, specs)
     known = {
         str(r["scenario_id"]): str(r["prompt"]) for r in opened.existing if r.get("scenario_id")
     }
-    plans = await write_situations(
-        plans,
-        call.resolved.writer,
-        call.knobs,
-        params.seed,
-        known,
-        warnings,
-        call.defaults.writer_prompt,
-    )
-    return _Planned(plans, strategy_name, dimensions)
+    if plans is not None:
+        dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
+        planned = _Planned(plans, f"replay of run {replayed_from}", dimensions)
+    elif params.tasks is not None:
+        planned = _Planned(plan_from_tasks(params, params.tasks), "tasks= (replayed)", {})
+        planned.dimensions = params.dimensions or {}
+    else:
+        search = Search.open(
+            params,
+            call.knobs,
+            world,
+            call.registry,
+            call.resolved.writer,
+            call.defaults.writer_prompt,
+            warnings,
+        )
+        return _Planned([], search.name, search.dimensions, search, search.vectors, known)
+    for plan in planned.plans:
+        planned.vectors[plan.scenario_id] = situation_vector(
+            situation_text(plan.situation.prompt, plan.spec)
+        )
+    planned.known_prompts = known
+    return planned
+
+
+async def _execute_plan(
+    call: _Call,
+    planned: _Planned,
+    state: _RunState,
+    runs_on: Any,
+    run: RunSpec,
+    replayed_from: str | None,
+) -> None:
+    """Play the planned situations; a run that searches plays them batch by batch, telling
+    its strategy each batch's rows before it asks for the next."""
+    repeats = range(call.params.rollouts_per_request)
+    search = planned.search
+    if search is None:
+        jobs = jobs_for(planned.plans, repeats, call.params.seed, replayed_from=replayed_from)
+        await _execute(jobs, runs_on, run, state, call.knobs)
+        return
+    while not search.done:
+        batch = await search.next_batch(planned.known_prompts)
+        if not batch:
+            break
+        jobs = jobs_for(batch, repeats, call.params.seed, replayed_from=replayed_from)
+        await _execute(jobs, runs_on, run, state, call.knobs)
+        keys = {job.key for job in jobs}
+        search.tell([t for t in state.trajectories if _key_of(t) in keys])
+    planned.plans = list(search.plans)
 
 
 def _context(call: _Call, run_id: str, sha: str) -> RolloutContext:
@@ -443,7 +474,7 @@ def _record(
     params, knobs, world, resolved = call.params, call.knobs, call.world, call.resolved
     grader, llm_grader = call.graders.grader, call.graders.llm_grader
     grader_name = grader.name if grader is not None else f"world:{world.name}"
-    writer_model = ", ".join(sorted({p.situation.writer_model for p in planned.plans}))
+    writer_model = _writer_model(call, planned)
     fault_plan = FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate)
     metadata: dict[str, Any] = {
         "run_id": opened.run_id,
@@ -465,7 +496,7 @@ def _record(
         "mode": params.mode,
         "budget": params.budget,
         "seed": params.seed,
-        "unique_situations": len({p.index for p in planned.plans}),
+        "unique_situations": _situation_count(call, planned),
         "requests_per_situation": params.requests_per_situation,
         "repeats": params.rollouts_per_request,
         "repeat_policy": params.repeat_policy,
@@ -497,8 +528,24 @@ def _record(
         "model_notes": list(resolved.notes) + call.graders.notes,
         "backends": {},
         "executor": call.executor.label,
+        "search": None,
+        "hard_share_realised": None,
     }
     return _Record(metadata, report_fields)
+
+
+def _writer_model(call: _Call, planned: _Planned) -> str:
+    """Who wrote the situations: read off the plans once they exist; before a search has
+    written any, the writer it will use."""
+    if planned.search is not None and not planned.plans:
+        return call.resolved.writer.label
+    return ", ".join(sorted({p.situation.writer_model for p in planned.plans}))
+
+
+def _situation_count(call: _Call, planned: _Planned) -> int:
+    if planned.search is not None and not planned.plans:
+        return call.params.unique_situations
+    return len({p.index for p in planned.plans})
 
 
 def _start(
@@ -560,13 +607,29 @@ async def _extra_repeats(
 
 def _report(
     call: _Call,
+    planned: _Planned,
     record: _Record,
     state: _RunState,
     before: Mapping[int, Any],
     simulation: Callable[[list[dict[str, Any]]], Simulation],
     warnings: list[str],
 ) -> Simulation:
-    """The finished run: what each backend did, its warnings, rows in plan order."""
+    """The finished run: where its situations came from, what each backend did, its
+    warnings, rows in plan order (with their situation's vector, in memory)."""
+    fields = record.report_fields
+    fields["unique_situations"] = _situation_count(call, planned)
+    fields["writer_model"] = record.metadata["writer_model"] = _writer_model(call, planned)
+    if planned.search is not None:
+        outcome = planned.search.outcome()
+        fields["search"] = outcome.as_dict()
+        fields["hard_share_realised"] = outcome.hard_share_realised
+        done = len(planned.plans) * call.params.rollouts_per_request
+        if outcome.stopped_short and record.metadata["planned_rollouts"] > done:
+            record.metadata["planned_rollouts"] = done
+    for row in state.trajectories:
+        vector = planned.vectors.get(str(row.get("scenario_id")))
+        if vector is not None:
+            row["vector"] = vector
     usage = usage_report(call.backends, before)
     record.report_fields["backends"] = usage
     for sentence in wait_warnings(usage):

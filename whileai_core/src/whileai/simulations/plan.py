@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import json
 import random
 from collections.abc import Mapping, Sequence
@@ -16,10 +15,8 @@ import attrs
 
 from whileai.backends import Sampling
 from whileai.executors import Job
-from whileai.registry import Registry
 from whileai.schema.records import prompt_hash
 from whileai.seeds import derive_seed
-from whileai.signatures import accepts
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import SEED_WRITER, Writer
 from whileai.simulations.params import RunParams
@@ -38,102 +35,6 @@ class PlannedSituation:
     replayed: bool = False
 
 
-def _even_spread(
-    dimensions: Mapping[str, Sequence[Any]], n: int, rng: random.Random
-) -> list[dict[str, Any]]:
-    """A seeded shuffle of the dimension grid, cycled: every cell before any repeats."""
-    names = sorted(dimensions)
-    cells = [
-        dict(zip(names, values, strict=True))
-        for values in itertools.product(*(dimensions[k] for k in names))
-    ]
-    rng.shuffle(cells)
-    out = []
-    for i in range(n):
-        cell = dict(cells[i % len(cells)]) if cells else {}
-        cell["arm"] = None
-        cell["selection_reason"] = (
-            f"even spread over the dimension grid (cell {i % max(1, len(cells))})"
-        )
-        out.append(cell)
-    return out
-
-
-def _strategy_balances_difficulty(
-    strategy: Any, dimensions: Mapping[str, Sequence[Any]], knobs: RunKnobs
-) -> bool:
-    """Whether the strategy takes ``hard_share=`` and the dimensions give it the hard value to
-    balance; otherwise the engine sets difficulty itself after the strategy has chosen."""
-    dim, hard = knobs.hard_end()
-    return accepts(strategy.choose, "hard_share") and hard in dimensions.get(dim, ())
-
-
-def _resolve_strategy(spec: str, knobs: RunKnobs, registry: Registry) -> Any:
-    """A registered strategy, told which dimension and value are the hard end when its
-    factory takes them (``strategy_options`` wins)."""
-    return registry.resolve(
-        "strategy",
-        spec,
-        offer={"hard_dimension": knobs.difficulty_dimension, "hard_value": knobs.hard_value},
-        **knobs.strategy_options,
-    )
-
-
-def choose_specs(
-    params: RunParams, knobs: RunKnobs, world: World, registry: Registry
-) -> tuple[list[dict[str, Any]], dict[str, list[Any]], str]:
-    """Situation specs across the dimensions, with hard_share applied: by the strategy when
-    its ``choose`` takes ``hard_share=`` (it balances difficulty with the other dimensions),
-    else by the engine after it has chosen."""
-    dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
-    rng = random.Random(derive_seed(params.seed, "strategy"))
-    n = params.unique_situations
-    if params.strategy is None:
-        specs = _even_spread(dimensions, n, rng)
-        strategy_name = "even spread (built in)"
-    else:
-        strategy = (
-            _resolve_strategy(params.strategy, knobs, registry)
-            if isinstance(params.strategy, str)
-            else params.strategy
-        )
-        strategy_name = (
-            params.strategy
-            if isinstance(params.strategy, str)
-            else str(getattr(strategy, "name", type(strategy).__name__))
-        )
-        balances = _strategy_balances_difficulty(strategy, dimensions, knobs)
-        extra = {"hard_share": params.hard_share} if balances else {}
-        specs = [dict(s) for s in strategy.choose(dimensions, n, rng, params.arm_weights, **extra)]
-        if len(specs) != n:
-            raise ValueError(f"strategy {strategy_name} returned {len(specs)} specs for n={n}")
-        if balances:
-            return specs, dimensions, strategy_name
-    _apply_hard_share(specs, dimensions, params, knobs)
-    return specs, dimensions, strategy_name
-
-
-def _apply_hard_share(
-    specs: list[dict[str, Any]],
-    dimensions: Mapping[str, Sequence[Any]],
-    params: RunParams,
-    knobs: RunKnobs,
-) -> None:
-    """The engine's own hard_share: a seeded ``round(hard_share * n)`` of the specs take the
-    hard value, the rest one of the other values."""
-    n = len(specs)
-    dim, hard = knobs.hard_end()
-    n_hard = round(params.hard_share * n)
-    hard_rng = random.Random(derive_seed(params.seed, "hard"))
-    hard_set = set(hard_rng.sample(range(n), n_hard))
-    easier = [v for v in dimensions.get(dim, []) if v != hard]
-    for i, spec in enumerate(specs):
-        if i in hard_set:
-            spec[dim] = hard
-        elif (spec.get(dim) == hard or dim not in spec) and easier:
-            spec[dim] = easier[hard_rng.randrange(len(easier))]
-
-
 def _scenario_id(
     world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int
 ) -> str:
@@ -147,10 +48,11 @@ def _scenario_id(
 
 
 def plan_from_specs(
-    params: RunParams, world: World, specs: list[dict[str, Any]]
+    params: RunParams, world: World, specs: list[dict[str, Any]], *, start: int = 0
 ) -> list[PlannedSituation]:
+    """One plan per (spec, phrasing); the specs take situation indices from ``start``."""
     plans = []
-    for i, spec in enumerate(specs):
+    for i, spec in enumerate(specs, start=start):
         arm = spec.pop("arm", None)
         reason = spec.pop("selection_reason", None)
         for p in range(params.requests_per_situation):

@@ -21,6 +21,7 @@ from whileai.executors import Job, RolloutSettings, job_lineage, job_task, unfin
 from whileai.schema.export import step_messages
 from whileai.schema.records import Judgment, Rollout, to_row
 from whileai.signatures import accepts
+from whileai.simulations.behavior import behavior_signature
 from whileai.worlds import Episode, Situation, World
 
 SATISFIED_TAG = "[DONE]"
@@ -340,6 +341,9 @@ def _trajectory(
     except Exception as exc:
         world_state, faults = None, None
         error = error or f"world state unreadable: {type(exc).__name__}: {exc}"
+    task.behavior_signature = behavior_signature(
+        {"steps": steps, "faults": faults, "stop_reason": stop_reason, "error": error}
+    )
     rollout = Rollout(
         final_text=final_text,
         steps=steps,

@@ -1,0 +1,360 @@
+"""Strategies that learn from the rollouts they are told about (the ask/tell contract).
+
+- ``bandit``: arms are cells of the dimension grid (difficulty left to ``hard_share``), or
+  the keys of ``arm_weights``; Thompson sampling (or UCB1) on each arm's chance of revealing
+  a failure, so budget moves toward arms where the agent fails or its repeats split.
+  ``arm_weights`` are the prior.
+- ``novelty``: proposes the least-tried cells and admits a written situation only when its
+  vector is at least ``threshold`` (cosine distance) from every situation already admitted.
+- ``map_elites``: a quality-diversity archive over dimension cell x behaviour (the tools the
+  agent called and how it ended); each archive cell keeps its most failure-revealing
+  situation, and new proposals mutate one dimension of a random elite.
+
+Every spec names its ``arm`` and a ``selection_reason`` a person can read. Each strategy
+draws only from the ``rng`` it is asked with, so a seed reproduces its situations given the
+same told rows. The archive search is written here rather than on pyribs: pyribs' emitters
+search continuous solution vectors, and a situation spec is a few categorical values, so the
+archive is a dict and a mutation is one changed value.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from whileai_strategies.selection import _check_dimensions, _check_weights
+
+#: A told situation reveals a failure when any of its graded repeats scored below this.
+FAIL_BELOW = 0.5
+
+
+def _cells(dimensions: Mapping[str, Sequence[Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+    return [
+        dict(zip(names, combo, strict=True))
+        for combo in itertools.product(*(dimensions[n] for n in names))
+    ]
+
+
+def _label(cell: Mapping[str, Any]) -> str:
+    return "/".join(str(v) for v in cell.values()) or "all"
+
+
+def _situations(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Told rows grouped by situation (scenario id), in the order they came."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get("scenario_id") or row.get("task_id")), []).append(row)
+    return groups
+
+
+def _rewards(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    out = []
+    for row in rows:
+        reward = row.get("reward")
+        if isinstance(reward, int | float) and not isinstance(reward, bool):
+            out.append(float(reward))
+    return out
+
+
+@attrs.define
+class _Arm:
+    cell: dict[str, Any]
+    #: Beta prior and observed counts of "this situation revealed a failure"
+    prior_fail: float
+    prior_pass: float
+    fails: int = 0
+    passes: int = 0
+
+    @property
+    def tries(self) -> int:
+        return self.fails + self.passes
+
+    @property
+    def mean(self) -> float:
+        a, b = self.prior_fail + self.fails, self.prior_pass + self.passes
+        return a / (a + b)
+
+
+@attrs.define
+class Bandit:
+    """Moves budget toward the arms whose situations reveal failures."""
+
+    method: str = "thompson"
+    #: pseudo-counts the prior is worth (arm_weights are spread over this much evidence)
+    prior_strength: float = 2.0
+    hard_dimension: str = "difficulty"
+    hard_value: Any = "hard"
+    name: str = "bandit"
+    version: str = "1"
+    _arms: dict[str, _Arm] | None = attrs.field(default=None, init=False, repr=False)
+    _dimensions: dict[str, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
+    _free: list[str] = attrs.field(factory=list, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.method not in ("thompson", "ucb"):
+            raise ValueError(f"bandit method must be 'thompson' or 'ucb', got {self.method!r}")
+        if not self.prior_strength > 0:
+            raise ValueError(f"prior_strength must be > 0, got {self.prior_strength!r}")
+
+    @property
+    def arms(self) -> dict[str, _Arm]:
+        """The arms by label, with what the bandit has been told of each (empty before the
+        first ask)."""
+        return dict(self._arms or {})
+
+    def _open(
+        self, dimensions: Mapping[str, Sequence[Any]], arm_weights: Mapping[Any, float] | None
+    ) -> dict[str, _Arm]:
+        dims = _check_dimensions(dimensions)
+        weights = _check_weights(arm_weights or {})
+        self._dimensions = dims
+        arm_dims = [d for d in dims if d != self.hard_dimension] or list(dims)
+        if weights:
+            # keys that are values of one dimension: that dimension is the arm; else named arms
+            matches = [d for d in arm_dims if set(weights) <= set(dims[d])]
+            if matches:
+                arm_dims = [matches[0]]
+                cells = [{matches[0]: value} for value in weights]
+            else:
+                arm_dims = []
+                cells = [{} for _ in weights]
+            labels = [str(k) for k in weights]
+            total = sum(weights.values())
+            shares = [weights[k] / total for k in weights]
+        else:
+            cells = _cells(dims, arm_dims)
+            labels = [_label(c) for c in cells]
+            shares = [1.0 / len(cells)] * len(cells)
+        self._free = [d for d in dims if d not in arm_dims]
+        arms = {}
+        k = len(cells)
+        for label, cell, share in zip(labels, cells, shares, strict=True):
+            # a weight above the mean raises the arm's prior chance of a failure
+            lean = min(0.95, max(0.05, 0.5 * share * k)) if weights else 0.5
+            arms[label] = _Arm(cell, self.prior_strength * lean, self.prior_strength * (1 - lean))
+        return arms
+
+    def ask(
+        self,
+        dimensions: Mapping[str, Sequence[Any]],
+        n: int,
+        rng: random.Random,
+        arm_weights: Mapping[Any, float] | None = None,
+    ) -> list[dict[str, Any]]:
+        if self._arms is None:
+            self._arms = self._open(dimensions, arm_weights)
+        arms = self._arms
+        specs = []
+        pending: Counter[str] = Counter()
+        for _ in range(n):
+            label, score = self._pick(arms, pending, rng)
+            pending[label] += 1
+            arm = arms[label]
+            spec = dict(arm.cell)
+            for d in self._free:
+                spec[d] = rng.choice(self._dimensions[d])
+            spec["arm"] = label
+            how = "draw" if self.method == "thompson" else "bound"
+            spec["selection_reason"] = (
+                f"bandit: arm {label}, posterior fail {arm.mean:.2f} "
+                f"({arm.fails} of {arm.tries} told failed; {how} {score:.2f})"
+            )
+            specs.append(spec)
+        return specs
+
+    def _pick(
+        self, arms: Mapping[str, _Arm], pending: Counter[str], rng: random.Random
+    ) -> tuple[str, float]:
+        total = sum(a.tries for a in arms.values()) + sum(pending.values())
+        best, best_score = "", -math.inf
+        for label, arm in arms.items():
+            if self.method == "thompson":
+                score = rng.betavariate(arm.prior_fail + arm.fails, arm.prior_pass + arm.passes)
+            else:
+                tries = arm.tries + pending[label]
+                bonus = math.sqrt(2 * math.log(total + 1) / tries) if tries else math.inf
+                score = arm.mean + bonus
+            # ties (several untried arms under UCB) break at random, from the run's rng
+            score += rng.random() * 1e-9
+            if score > best_score:
+                best, best_score = label, score
+        return best, best_score
+
+    def tell(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if self._arms is None:
+            return
+        for group in _situations(rows).values():
+            label = str(group[0].get("arm"))
+            rewards = _rewards(group)
+            if label not in self._arms or not rewards:
+                continue
+            if min(rewards) < FAIL_BELOW:
+                self._arms[label].fails += 1
+            else:
+                self._arms[label].passes += 1
+
+
+def _distance(a: Sequence[float], b: Sequence[float]) -> float:
+    return 1.0 - sum(x * y for x, y in zip(a, b, strict=True))
+
+
+@attrs.define
+class Novelty:
+    """Admits a situation only when it is far from every one already admitted."""
+
+    #: the least cosine distance to every admitted situation a new one needs. Measured with
+    #: the offline vector on the shop's templates: two draws of one cell sit a median 0.16
+    #: apart (identical requests at 0), two cells a median 0.61 (10th percentile 0.37), so
+    #: 0.15 turns away repeats of a request and keeps every new one
+    threshold: float = 0.15
+    name: str = "novelty"
+    version: str = "1"
+    _proposed: Counter[str] = attrs.field(factory=Counter, init=False, repr=False)
+    _admitted: list[list[float]] = attrs.field(factory=list, init=False, repr=False)
+    _behaviours: Counter[str] = attrs.field(factory=Counter, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 < self.threshold <= 2:
+            raise ValueError(f"threshold must lie in (0, 2], got {self.threshold!r}")
+
+    @property
+    def admitted(self) -> int:
+        return len(self._admitted)
+
+    @property
+    def behaviours(self) -> dict[str, int]:
+        """How often each behaviour signature was told."""
+        return dict(self._behaviours)
+
+    def ask(
+        self,
+        dimensions: Mapping[str, Sequence[Any]],
+        n: int,
+        rng: random.Random,
+        arm_weights: Mapping[Any, float] | None = None,
+    ) -> list[dict[str, Any]]:
+        dims = _check_dimensions(dimensions)
+        cells = _cells(dims, list(dims))
+        specs = []
+        for _ in range(n):
+            fewest = min(self._proposed[_label(c)] for c in cells)
+            choices = [c for c in cells if self._proposed[_label(c)] == fewest]
+            cell = dict(rng.choice(choices))
+            label = _label(cell)
+            self._proposed[label] += 1
+            cell["arm"] = label
+            cell["selection_reason"] = f"novelty: least-tried cell {label} ({fewest} before)"
+            specs.append(cell)
+        return specs
+
+    def admit(
+        self, spec: Mapping[str, Any], situation: Any, vector: Sequence[float]
+    ) -> tuple[bool, str]:
+        nearest = min((_distance(vector, seen) for seen in self._admitted), default=2.0)
+        if nearest < self.threshold:
+            return False, f"novelty: nearer than {self.threshold} to an admitted situation"
+        self._admitted.append(list(vector))
+        return True, f"admitted {nearest:.2f} from the nearest seen"
+
+    def tell(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        for row in rows:
+            if row.get("behavior_signature"):
+                self._behaviours[str(row["behavior_signature"])] += 1
+
+
+def behaviour_descriptor(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A situation's behaviour cell: the most common signature among its repeats, without its
+    fault details (faults are the world's draw, not the agent's behaviour)."""
+    signatures = Counter(
+        " | ".join(
+            part
+            for part in str(row.get("behavior_signature") or "unknown").split(" | ")
+            if not part.startswith("faults ")
+        )
+        for row in rows
+    )
+    return signatures.most_common(1)[0][0] if signatures else "unknown"
+
+
+@attrs.frozen
+class Elite:
+    """The most failure-revealing situation found for one archive cell."""
+
+    spec: dict[str, Any]
+    #: 1 - mean reward of its repeats: higher reveals more
+    quality: float
+    scenario_id: str
+
+
+@attrs.define
+class MapElites:
+    """A quality-diversity archive over dimension cell x behaviour descriptor."""
+
+    #: chance a proposal is a fresh random cell instead of a mutated elite
+    explore: float = 0.25
+    name: str = "map_elites"
+    version: str = "1"
+    _archive: dict[tuple[str, str], Elite] = attrs.field(factory=dict, init=False, repr=False)
+    _dims: dict[str, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.explore <= 1:
+            raise ValueError(f"explore must lie in [0, 1], got {self.explore!r}")
+
+    @property
+    def archive(self) -> dict[tuple[str, str], Elite]:
+        """(dimension cell, behaviour) -> its elite."""
+        return dict(self._archive)
+
+    def ask(
+        self,
+        dimensions: Mapping[str, Sequence[Any]],
+        n: int,
+        rng: random.Random,
+        arm_weights: Mapping[Any, float] | None = None,
+    ) -> list[dict[str, Any]]:
+        self._dims = _check_dimensions(dimensions)
+        specs = []
+        for _ in range(n):
+            if not self._archive or rng.random() < self.explore:
+                cell = {d: rng.choice(v) for d, v in self._dims.items()}
+                reason = "map_elites: random cell (explore)"
+            else:
+                key = rng.choice(sorted(self._archive))
+                elite = self._archive[key]
+                cell = {d: elite.spec.get(d, rng.choice(v)) for d, v in self._dims.items()}
+                changeable = [d for d, v in self._dims.items() if len(v) > 1]
+                if changeable:
+                    d = rng.choice(changeable)
+                    old = cell[d]
+                    cell[d] = rng.choice([v for v in self._dims[d] if v != old])
+                    change = f"{d} {old}->{cell[d]}"
+                else:
+                    change = "nothing to change"
+                reason = (
+                    f"map_elites: mutate elite of {key[0]} x {key[1]} "
+                    f"(quality {elite.quality:.2f}): {change}"
+                )
+            cell["arm"] = _label({d: cell[d] for d in self._dims})
+            cell["selection_reason"] = reason
+            specs.append(cell)
+        return specs
+
+    def tell(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        for scenario_id, group in _situations(rows).items():
+            rewards = _rewards(group)
+            if not rewards:
+                continue
+            dims = group[0].get("scenario_dimensions") or {}
+            spec = {d: dims[d] for d in self._dims if d in dims}
+            key = (_label(spec), behaviour_descriptor(group))
+            quality = 1.0 - sum(rewards) / len(rewards)
+            held = self._archive.get(key)
+            if held is None or quality > held.quality:
+                self._archive[key] = Elite(spec, quality, scenario_id)

@@ -1,0 +1,137 @@
+"""bandit, novelty and map_elites inside real simulate() runs on the planted world: each is
+asked in batches and told every batch's rows, and does what its docs say with them."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import whileai as wai
+from whileai.registry import Registry
+from whileai.simulations.behavior import cosine_distance
+from whileai_strategies.learning import Bandit, MapElites, Novelty
+from whileai_strategies.planted import FAILING_CELLS, PlantedPlugin, planted_found
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return Registry.load(plugins=[PlantedPlugin()])
+
+
+def run(registry: Registry, strategy: Any, **given: Any) -> Any:
+    params: dict[str, Any] = {
+        "agent_model": "planted:agent",
+        "simulator": "template",
+        "repeats": 1,
+        "max_turns": 1,
+        "hard_share": 0.0,
+        "advanced": {"world": "planted"},
+        **given,
+    }
+    return wai.simulate(strategy=strategy, registry=registry, **params)
+
+
+def in_order(data: Any) -> list[dict[str, Any]]:
+    return sorted(data.rows, key=lambda r: r["lineage"]["situation"])
+
+
+def test_the_bandit_moves_budget_toward_the_arms_that_fail(registry: Registry) -> None:
+    bandit = Bandit()
+    data = run(registry, bandit, unique=160, seed=2)
+    rows = in_order(data)
+    failing = {"/".join(c) for c in FAILING_CELLS}
+    early = sum(r["arm"] in failing for r in rows[:40])
+    late = sum(r["arm"] in failing for r in rows[-40:])
+    assert late > 3 * max(early, 1), (early, late)  # 3 of 60 arms fail: 2 in 40 by chance
+    report = data.report().search
+    assert report["learns"] and report["batches"] == 20  # 160 in batches of search_batch=8
+    told = bandit.arms
+    assert sum(a.tries for a in told.values()) == 160
+    assert all(told[label].fails >= 1 for label in failing)
+    reason = rows[-1]["selection_reason"]
+    assert reason.startswith(f"bandit: arm {rows[-1]['arm']}, posterior fail ")
+
+
+def test_arm_weights_are_the_bandits_prior(registry: Registry) -> None:
+    weights = {"billing": 8.0, "shipping": 1.0, "returns": 1.0, "account": 1.0, "warranty": 1.0}
+    data = run(registry, "bandit", unique=16, seed=0, arm_weights=weights)
+    arms = Counter(r["arm"] for r in data.rows)
+    assert set(arms) <= set(weights)
+    assert arms["billing"] == max(arms.values())  # before it has learnt anything, the prior leads
+    assert all(r["scenario_dimensions"]["topic"] == r["arm"] for r in data.rows)
+
+
+def test_ucb_tries_every_arm_before_it_repeats_one() -> None:
+    bandit = Bandit(method="ucb")
+    dims = {"a": [1, 2, 3], "b": ["x", "y"]}
+    specs = bandit.ask(dims, 6, random.Random(0))
+    assert len({s["arm"] for s in specs}) == 6
+
+
+def test_novelty_turns_away_near_duplicates_and_keeps_new_situations(registry: Registry) -> None:
+    novelty = Novelty()
+    data = run(registry, novelty, unique=70, seed=1)
+    report = data.report().search
+    admitted = data.trajectories
+    # every pair the strategy kept is at least its threshold apart, by the vectors it saw
+    for i, a in enumerate(admitted):
+        for b in admitted[i + 1 :]:
+            assert cosine_distance(a["vector"], b["vector"]) >= 0.15
+    assert "vector" not in data.rows[0]  # the vector never leaves memory
+    # 60 cells, each admitted once at least; a second draw of a cell is near its first unless
+    # a quirk's note sets it apart, so the strategy runs out of new situations short of 70
+    cells = Counter(tuple(r["scenario_dimensions"].values()) for r in data.rows)
+    assert len(cells) == 60 and 60 <= len(admitted) < 70
+    assert report["rejected"] > 0
+    assert report["rejections"] == {
+        "novelty: nearer than 0.15 to an admitted situation": report["rejected"]
+    }
+    assert f"stopped at {len(admitted)} of 70 situations" in report["stopped_short"]
+    assert any(report["stopped_short"] in w for w in data.warnings)
+    assert all("admitted" in r["selection_reason"] for r in data.rows)
+    assert novelty.admitted == len(admitted) and sum(novelty.behaviours.values()) == len(admitted)
+
+
+def test_novelty_with_a_lower_threshold_admits_second_draws(registry: Registry) -> None:
+    data = run(
+        registry,
+        "novelty",
+        unique=70,
+        seed=1,
+        advanced={"world": "planted", "strategy_options": {"threshold": 0.01}},
+    )
+    assert len({r["scenario_id"] for r in data.rows}) == 70
+
+
+def test_map_elites_fills_its_archive_with_the_most_revealing_situation_per_cell(
+    registry: Registry,
+) -> None:
+    elites = MapElites()
+    data = run(registry, elites, unique=120, seed=3)
+    archive = elites.archive
+    assert len(archive) > 40  # cells x behaviours found
+    behaviours = {behaviour for _, behaviour in archive}
+    assert "resolve | single_message" in behaviours
+    assert any("escalate" in b for b in behaviours)  # a quirk's own behaviour has a cell
+    rows = {r["scenario_id"]: r for r in data.rows}
+    for (cell, _), elite in archive.items():
+        assert elite.quality == 1.0 - rows[elite.scenario_id]["reward"]
+        assert "/".join(rows[elite.scenario_id]["scenario_dimensions"].values()) == cell
+    mutated = [r for r in data.rows if r["selection_reason"].startswith("map_elites: mutate")]
+    assert mutated and all("->" in r["selection_reason"] for r in mutated)
+
+
+@pytest.mark.parametrize("strategy", ["bandit", "novelty", "map_elites", "random"])
+def test_the_same_seed_reproduces_the_same_situations(registry: Registry, strategy: str) -> None:
+    first = [(r["scenario_id"], r["prompt"]) for r in in_order(run(registry, strategy, unique=24))]
+    again = [(r["scenario_id"], r["prompt"]) for r in in_order(run(registry, strategy, unique=24))]
+    assert first == again
+
+
+def test_a_search_finds_the_planted_failures(registry: Registry) -> None:
+    data = run(registry, "bandit", unique=200, seed=0)
+    found = {planted_found(r) for r in data.rows} - {None}
+    assert len(found) >= 4

@@ -1,0 +1,79 @@
+"""What a rollout did, in a few stable words, and where its situation sits among the others.
+
+``behavior_signature(row)`` is the compact description every row carries: the tools the agent
+called in order, the faults it met, and how the rollout ended, e.g.
+``"get_order>refund_order | faults timeout@get_order | satisfied"``. Two rollouts that did
+the same thing have the same signature, whatever their wording, so a search can count
+behaviours and a person can read one at a glance.
+
+``situation_vector(text)`` is the offline embedding a diversity search compares situations
+by: word unigrams and bigrams and character trigrams hashed (CRC-32, stable across processes)
+into a fixed number of buckets, L2-normalised. It needs no model, is deterministic, and puts
+rewordings of one request near each other and different requests apart; it lives in memory
+for the run only (``vector`` is never exported).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Buckets of the hashed vector; 256 keeps distinct short requests apart (few collisions for
+#: the few hundred n-grams a request has) at 2 KB per situation; convention, untested.
+VECTOR_DIMS = 256
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def behavior_signature(row: Mapping[str, Any]) -> str:
+    """The tools called in order (``>``-joined; ``no tools``), the faults met
+    (``kind@tool``), and the stop reason, ``|``-separated."""
+    steps: Sequence[Mapping[str, Any]] = row.get("steps") or []
+    tools = [
+        str(call.get("name"))
+        for step in steps
+        if step.get("role") == "assistant"
+        for call in step.get("tool_calls") or []
+    ]
+    faults = [
+        f"{fault.get('kind')}@{fault.get('tool')}"
+        for fault in row.get("faults") or []
+        if isinstance(fault, Mapping)
+    ]
+    ending = str(row.get("stop_reason") or ("error" if row.get("error") else "unknown"))
+    parts = [">".join(tools) if tools else "no tools"]
+    if faults:
+        parts.append("faults " + ",".join(faults))
+    parts.append(ending)
+    return " | ".join(parts)
+
+
+def situation_text(prompt: str, dimensions: Mapping[str, Any]) -> str:
+    """What a situation's vector is taken of: its request and the cell it was drawn from."""
+    cell = " ".join(f"{k} {v}" for k, v in sorted(dimensions.items(), key=lambda kv: kv[0]))
+    return f"{prompt}\n{cell}"
+
+
+def situation_vector(text: str, dims: int = VECTOR_DIMS) -> list[float]:
+    """The hashed n-gram embedding of ``text`` (unit length; all zeros for empty text)."""
+    lowered = text.lower()
+    words = _WORD.findall(lowered)
+    grams = [*words, *(f"{a} {b}" for a, b in itertools.pairwise(words))]
+    squeezed = " ".join(words)
+    grams.extend(squeezed[i : i + 3] for i in range(max(0, len(squeezed) - 2)))
+    buckets = [0.0] * dims
+    for gram in grams:
+        h = zlib.crc32(gram.encode("utf-8"))
+        # the top bit picks a sign, so collisions cancel on average instead of piling up
+        buckets[h % dims] += 1.0 if h & 0x80000000 else -1.0
+    norm = math.sqrt(sum(v * v for v in buckets))
+    return [v / norm for v in buckets] if norm else buckets
+
+
+def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    """1 - cosine similarity of two unit vectors (0: same direction, up to 2: opposite)."""
+    return 1.0 - sum(x * y for x, y in zip(a, b, strict=True))
