@@ -45,7 +45,8 @@ def test_the_bandit_moves_budget_toward_the_arms_that_fail(registry: Registry) -
     failing = {"/".join(c) for c in FAILING_CELLS}
     early = sum(r["arm"] in failing for r in rows[:40])
     late = sum(r["arm"] in failing for r in rows[-40:])
-    assert late > 3 * max(early, 1), (early, late)  # 3 of 60 arms fail: 2 in 40 by chance
+    # 8 of 60 arms fail: about 5 in 40 by chance, as the first batches find
+    assert late >= 30 and late > 2 * early, (early, late)
     report = data.report().search
     assert report["learns"] and report["batches"] == 20  # 160 in batches of search_batch=8
     told = bandit.arms

@@ -8,7 +8,8 @@
   vector is at least ``threshold`` (cosine distance) from every situation already admitted.
 - ``map_elites``: a quality-diversity archive over dimension cell x behaviour (the tools the
   agent called and how it ended); each archive cell keeps its most failure-revealing
-  situation, and new proposals mutate one dimension of a random elite.
+  situation, and new proposals mutate one dimension of an elite chosen by how much it
+  reveals, toward a neighbouring cell not tried yet when there is one.
 
 Every spec names its ``arm`` and a ``selection_reason`` a person can read. Each strategy
 draws only from the ``rng`` it is asked with, so a seed reproduces its situations given the
@@ -298,14 +299,20 @@ class MapElites:
 
     #: chance a proposal is a fresh random cell instead of a mutated elite
     explore: float = 0.25
+    #: weight an elite that revealed nothing keeps when one is chosen to mutate (an elite's
+    #: weight is its quality plus this)
+    floor: float = 0.05
     name: str = "map_elites"
     version: str = "1"
     _archive: dict[tuple[str, str], Elite] = attrs.field(factory=dict, init=False, repr=False)
+    _tried: set[str] = attrs.field(factory=set, init=False, repr=False)
     _dims: dict[str, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.explore <= 1:
             raise ValueError(f"explore must lie in [0, 1], got {self.explore!r}")
+        if not self.floor > 0:
+            raise ValueError(f"floor must be > 0, got {self.floor!r}")
 
     @property
     def archive(self) -> dict[tuple[str, str], Elite]:
@@ -323,28 +330,48 @@ class MapElites:
         specs = []
         for _ in range(n):
             if not self._archive or rng.random() < self.explore:
-                cell = {d: rng.choice(v) for d, v in self._dims.items()}
-                reason = "map_elites: random cell (explore)"
+                cell = self._untried(rng)
+                reason = "map_elites: a cell not tried yet (explore)"
+                if cell is None:
+                    cell = {d: rng.choice(v) for d, v in self._dims.items()}
+                    reason = "map_elites: a random cell (explore; every cell tried)"
             else:
-                key = rng.choice(sorted(self._archive))
+                key = self._pick_elite(rng)
                 elite = self._archive[key]
-                cell = {d: elite.spec.get(d, rng.choice(v)) for d, v in self._dims.items()}
-                changeable = [d for d, v in self._dims.items() if len(v) > 1]
-                if changeable:
-                    d = rng.choice(changeable)
-                    old = cell[d]
-                    cell[d] = rng.choice([v for v in self._dims[d] if v != old])
-                    change = f"{d} {old}->{cell[d]}"
-                else:
-                    change = "nothing to change"
+                cell, change = self._mutate(elite.spec, rng)
                 reason = (
                     f"map_elites: mutate elite of {key[0]} x {key[1]} "
                     f"(quality {elite.quality:.2f}): {change}"
                 )
+            self._tried.add(_label({d: cell[d] for d in self._dims}))
             cell["arm"] = _label({d: cell[d] for d in self._dims})
             cell["selection_reason"] = reason
             specs.append(cell)
         return specs
+
+    def _untried(self, rng: random.Random) -> dict[str, Any] | None:
+        cells = [c for c in _cells(self._dims, list(self._dims)) if _label(c) not in self._tried]
+        return dict(rng.choice(cells)) if cells else None
+
+    def _pick_elite(self, rng: random.Random) -> tuple[str, str]:
+        """An elite, by how much it reveals (every one keeps a small chance, so the search
+        also moves away from the cells that pass)."""
+        keys = sorted(self._archive)
+        weights = [self._archive[k].quality + self.floor for k in keys]
+        return rng.choices(keys, weights=weights)[0]
+
+    def _mutate(self, spec: Mapping[str, Any], rng: random.Random) -> tuple[dict[str, Any], str]:
+        """One value of ``spec`` changed, to a neighbouring cell not tried yet when there is
+        one (a neighbour differs in exactly one dimension)."""
+        cell = {d: spec.get(d, rng.choice(v)) for d, v in self._dims.items()}
+        moves = [(d, v) for d, values in self._dims.items() for v in values if v != cell[d]]
+        if not moves:
+            return cell, "nothing to change"
+        fresh = [(d, v) for d, v in moves if _label({**cell, d: v}) not in self._tried]
+        d, v = rng.choice(fresh or moves)
+        old = cell[d]
+        cell[d] = v
+        return cell, f"{d} {old}->{v}" + ("" if fresh else " (every neighbour tried)")
 
     def tell(self, rows: Sequence[Mapping[str, Any]]) -> None:
         for scenario_id, group in _situations(rows).items():

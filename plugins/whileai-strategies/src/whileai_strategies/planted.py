@@ -2,9 +2,12 @@
 
 Situations vary over ``topic`` (5 values) x ``channel`` (4) x ``tone`` (3): 60 cells. The
 instant agent (``planted:agent``) answers every situation right except in the planted failure
-cells, and except for two rare quirks a situation may be drawn with (one draw in ten each, in
-any cell), which send it down a wrong path of its own (its behaviour signature shows it).
-A planted failure is found when some rollout failed on it. Nothing here calls a model, so a
+regions, and except for two rare quirks a situation may be drawn with (one draw in ten each,
+in any cell), which send it down a wrong path of its own (its behaviour signature shows it).
+The regions are shaped as real agents' failures are, clustered rather than scattered: every
+tone of account questions by email, every channel of angry billing questions, and one lone
+cell; eight failing cells in all. A planted failure (a failing cell, or a quirk) is found
+when some rollout failed on it. Nothing here calls a model, so a
 benchmark or a test measures the strategy, not the agent.
 
 Register ``PlantedPlugin()`` to use it: ``world="planted"``, ``agent_model="planted:agent"``.
@@ -30,10 +33,10 @@ DIMENSIONS: dict[str, list[str]] = {
     "tone": ["polite", "curt", "angry"],
 }
 
-#: The cells where the agent fails, whatever the draw.
+#: The cells where the agent fails, whatever the draw: three regions.
 FAILING_CELLS: tuple[tuple[str, str, str], ...] = (
-    ("account", "email", "polite"),
-    ("billing", "social", "angry"),
+    *(("account", "email", tone) for tone in DIMENSIONS["tone"]),
+    *(("billing", channel, "angry") for channel in DIMENSIONS["channel"]),
     ("warranty", "phone", "curt"),
 )
 
@@ -44,7 +47,7 @@ QUIRK_CHANCE = 0.1
 _REQUEST = re.compile(r"a (\w+) (\w+) question by (\w+)")
 _NOTE = re.compile(r"Note: (\w+)\.")
 
-#: Every planted failure by name: the three cells and the two quirks.
+#: Every planted failure by name: the eight failing cells and the two quirks.
 PLANTED: tuple[str, ...] = (*("/".join(c) for c in FAILING_CELLS), *QUIRKS)
 
 
@@ -57,11 +60,12 @@ def planted_found(row: Mapping[str, Any]) -> str | None:
     planted kind)."""
     if row.get("reward") is None or row["reward"] >= 0.5:
         return None
-    quirk = (row.get("world_state") or {}).get("quirk")
-    if quirk in QUIRKS:
-        return str(quirk)
+    # the agent fails a failing cell before it reads a quirk, so the cell is the cause
     cell = _cell(row.get("scenario_dimensions") or {})
-    return "/".join(cell) if cell in FAILING_CELLS else None
+    if cell in FAILING_CELLS:
+        return "/".join(cell)
+    quirk = (row.get("world_state") or {}).get("quirk")
+    return str(quirk) if quirk in QUIRKS else None
 
 
 @attrs.define

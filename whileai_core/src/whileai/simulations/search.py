@@ -40,9 +40,10 @@ from whileai.simulations.params import RunParams
 from whileai.simulations.plan import PlannedSituation, plan_from_specs, write_situations
 from whileai.worlds import World
 
-#: Proposals a batch may have turned away, per situation it still needs, before the search
-#: stops short and says so (a filter that rejects nearly everything must not loop forever).
-MAX_REJECTIONS_PER_SLOT = 4
+#: Proposals a batch may have turned away, per situation it asked for, before the search
+#: stops short and says so: a filter keeping one proposal in ten still fills its batches,
+#: one that keeps fewer must not loop forever.
+MAX_REJECTIONS_PER_SLOT = 10
 
 
 class EvenSpread:

@@ -1,0 +1,121 @@
+"""How fast each situation-search strategy finds planted failures, against random draws.
+
+The planted world (``whileai_strategies.planted``) has 60 cells (topic x channel x tone):
+three of them fail whatever the draw, and two rare quirks (one draw in ten each, any cell)
+send the instant agent down a wrong path of its own. Each strategy runs in a real
+``simulate()`` (in process, one rollout per situation) over several seeds, and the benchmark
+prints, per strategy:
+
+- rollouts needed to find all five planted failures (median over seeds; "not found" when a
+  seed's run ended first), and its ratio to ``random`` (target: bandit, novelty and
+  map_elites each at most a third of random's);
+- failures found within a fixed budget.
+
+The peer is ``random``, the baseline the issue names; the same world, agent, seeds and
+budget on both sides.
+
+    python3 dev.py bench bench_search [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import whileai as wai
+from whileai_strategies.planted import PLANTED, PlantedPlugin, planted_found
+
+STRATEGIES = ("random", "grid", "bandit", "novelty", "map_elites")
+LEARNERS = ("bandit", "novelty", "map_elites")
+
+
+def run(strategy: str, seed: int, budget: int, registry: Any) -> list[dict[str, Any]]:
+    data = wai.simulate(
+        agent_model="planted:agent",
+        simulator="template",
+        unique=budget,
+        repeats=1,
+        max_turns=1,
+        hard_share=0.0,
+        strategy=strategy,
+        seed=seed,
+        advanced={"world": "planted"},
+        registry=registry,
+    )
+    return sorted(data.rows, key=lambda r: r["lineage"]["situation"])
+
+
+def needed(rows: list[dict[str, Any]]) -> int | None:
+    """Rollouts (in the order they were asked for) until every planted failure was seen."""
+    found: set[str] = set()
+    for i, row in enumerate(rows, start=1):
+        hit = planted_found(row)
+        if hit is not None:
+            found.add(hit)
+        if len(found) == len(PLANTED):
+            return i
+    return None
+
+
+def found_within(rows: list[dict[str, Any]], budget: int) -> int:
+    return len({planted_found(r) for r in rows[:budget]} - {None})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="3 seeds, a smaller budget")
+    args = parser.parse_args()
+    seeds = range(3 if args.quick else 12)
+    budget = 150 if args.quick else 300
+    fixed = 60
+    registry = wai.Registry.load(plugins=[PlantedPlugin()])
+    print(
+        f"planted world: 60 cells, {len(PLANTED)} planted failures; seeds {len(seeds)}, "
+        f"run budget {budget} situations x 1 rollout"
+    )
+    results: dict[str, dict[str, Any]] = {}
+    for strategy in STRATEGIES:
+        start = time.perf_counter()
+        needs, within = [], []
+        for seed in seeds:
+            rows = run(strategy, seed, budget, registry)
+            needs.append(needed(rows))
+            within.append(found_within(rows, fixed))
+        seconds = time.perf_counter() - start
+        reached = [n for n in needs if n is not None]
+        # a seed that never found them all counts as needing more than its whole run
+        ranked = sorted(n if n is not None else budget + 1 for n in needs)
+        results[strategy] = {
+            "median": statistics.median(ranked),
+            "found_all": len(reached),
+            "within": statistics.mean(within),
+            "seconds": seconds,
+        }
+    base = results["random"]["median"]
+    print(
+        f"\n{'strategy':<12}{'rollouts to find all (median)':>32}{'seeds that found all':>24}"
+        f"{f'found in {fixed} (mean)':>20}{'vs random':>12}"
+    )
+    for strategy, r in results.items():
+        median = r["median"]
+        shown = f"{median:g}" if median <= budget else f"> {budget}"
+        ratio = median / base if base else float("inf")
+        print(
+            f"{strategy:<12}{shown:>32}{r['found_all']:>17} of {len(seeds):<4}"
+            f"{r['within']:>18.2f}{ratio:>11.2f}x"
+        )
+    print()
+    for strategy in LEARNERS:
+        ratio = results[strategy]["median"] / base
+        verdict = "met" if ratio <= 1 / 3 else "NOT met"
+        print(f"{strategy}: {ratio:.2f}x random's rollouts (target <= 0.33x: {verdict})")
+
+
+if __name__ == "__main__":
+    main()
