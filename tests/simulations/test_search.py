@@ -198,3 +198,50 @@ def test_the_worked_strategy_in_the_plugin_docs_runs_as_written() -> None:
     assert "retry" in arms and "explore" in arms  # it was told failures and went back
     retried = [r for r in data.rows if r["arm"] == "retry"]
     assert all(r["selection_reason"] == "retry-failures: back to a failed cell" for r in retried)
+
+
+def test_a_rows_seed_is_its_situations_and_each_rollout_keeps_its_own_in_lineage() -> None:
+    data = run(unique=3, phrasings=2, repeats=2)
+    by_situation: dict[int, set[int]] = {}
+    for row in data.rows:
+        by_situation.setdefault(row["lineage"]["situation"], set()).add(row["seed"])
+    assert all(len(seeds) == 1 for seeds in by_situation.values())  # phrasings x repeats share it
+    assert len({next(iter(s)) for s in by_situation.values()}) == 3
+    rollout_seeds = [r["lineage"]["rollout_seed"] for r in data.rows]
+    assert len(set(rollout_seeds)) == 12
+
+
+def test_each_run_of_runs_n_draws_fresh_rollouts_of_the_same_situations() -> None:
+    first, second = run(unique=3, repeats=2, runs=2)
+    assert [r["prompt"] for r in first.rows] == [r["prompt"] for r in second.rows]
+    assert [r["seed"] for r in first.rows] == [r["seed"] for r in second.rows]
+    one = {r["lineage"]["rollout_seed"] for r in first.rows}
+    two = {r["lineage"]["rollout_seed"] for r in second.rows}
+    assert one.isdisjoint(two)
+
+
+def test_rl_extra_repeats_go_to_the_most_split_groups_first() -> None:
+    """With budget for one group's extra repeats, the group nearest a 50% pass rate gets them."""
+    data = run(
+        unique=8,
+        repeats=4,
+        mode="rl",
+        seed=1,  # its first split group passes 3 of 4; the fourth passes 2 of 4
+        budget=34,
+        advanced={"adaptive_extra_repeats": 2},
+    )
+    rates: dict[str, list[float]] = {}
+    for row in data.rows:
+        if row["lineage"]["repeat"] < 4:
+            rates.setdefault(row["scenario_id"], []).append(row["reward"])
+    extra = {r["scenario_id"] for r in data.rows if r["lineage"]["repeat"] >= 4}
+    split = {k: sum(v) / len(v) for k, v in rates.items() if 0 < sum(v) < len(v)}
+    assert len(extra) == 1 and len(split) > 1
+    (chosen,) = extra
+    assert split[chosen] == 0.5
+    first_split = next(
+        r["scenario_id"]
+        for r in sorted(data.rows, key=lambda r: r["lineage"]["situation"])
+        if r["scenario_id"] in split
+    )
+    assert split[first_split] == 0.75 and chosen != first_split

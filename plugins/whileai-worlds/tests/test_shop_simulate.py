@@ -72,3 +72,10 @@ def test_faults_land_on_the_rows_and_the_agent_recovers_from_loud_ones() -> None
         assert row["markers"]["tool_errors"] == len(row["faults"])
     recovered = [r for r in faulted if r["reward"] == 1.0]
     assert recovered, [r["reason"] for r in faulted]
+
+
+def test_a_shop_configured_with_its_own_fault_plan_keeps_it_in_a_run() -> None:
+    data = run(unique=6, repeats=2, seed=5, advanced={"world": "shop:timeout"})
+    kinds = {f["kind"] for r in data.rows for f in r["faults"]}
+    assert kinds == {"timeout"}
+    assert data.report().world["fault_kinds"] == ["timeout"]

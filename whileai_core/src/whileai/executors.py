@@ -75,6 +75,8 @@ class Job:
     selection_reason: str | None = None
     replayed: bool = False
     replayed_from_run: str | None = None
+    #: the seed the situation was drawn from (the row's ``seed``); ``seed`` is the rollout's
+    situation_seed: int | None = None
 
 
 # -- the registry, by importable name ---------------------------------------------------
@@ -164,7 +166,8 @@ class RolloutSettings:
     user_sampling: Sampling
     #: what a callable agent's rows say under ``sampling`` (the caller's, or None)
     declared_sampling: Mapping[str, Any] | None
-    fault_plan: FaultPlan
+    #: the caller's fault plan; None: each episode uses the world's own
+    fault_plan: FaultPlan | None
     max_turns: int
     max_tool_calls: int
     max_tool_rounds: int
@@ -258,7 +261,7 @@ def job_task(job: Job) -> Task:
         scenario_dimensions=dict(situation.dimensions) or dict(job.spec),
         arm=job.arm,
         selection_reason=job.selection_reason,
-        seed=job.seed,
+        seed=job.situation_seed if job.situation_seed is not None else job.seed,
         writer_model=situation.writer_model,
     )
 
@@ -277,6 +280,7 @@ def job_lineage(
         "situation": job.situation_index,
         "phrasing": job.phrasing,
         "repeat": job.repeat,
+        "rollout_seed": job.seed,
     }
     if job.replayed_from_run is not None:
         lineage["replayed_from_run"] = job.replayed_from_run

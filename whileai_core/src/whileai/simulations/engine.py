@@ -141,18 +141,20 @@ async def _execute(
             _warn_once(state.warnings, warning)
 
 
-def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Scenario ids whose binary rewards disagree, with how many rows each has."""
+def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Scenario ids whose binary rewards disagree, with their pass rate."""
     rewards: dict[str, list[float]] = {}
     for t in trajectories:
         r = t.get("reward")
         if r in (0, 1):
             rewards.setdefault(t["scenario_id"], []).append(float(r))
-    return {k: len(v) for k, v in rewards.items() if 0 < sum(v) < len(v)}
+    return {k: sum(v) / len(v) for k, v in rewards.items() if 0 < sum(v) < len(v)}
 
 
-def _resume_plan(params: RunParams, world: World, sha: str) -> dict[str, Any]:
-    """What must match between a run and the run resuming it."""
+def _resume_plan(call: _Call, sha: str) -> dict[str, Any]:
+    """What must match between a run and the run resuming it: how situations are drawn,
+    and what the rollouts are played under (the agent, the turn limit, the fault rate)."""
+    params, world = call.params, call.world
     return {
         # How situations are drawn from the seed: 2 since phrasings of a situation share its
         # seed. A run started under another version would resume with other situations.
@@ -167,6 +169,9 @@ def _resume_plan(params: RunParams, world: World, sha: str) -> dict[str, Any]:
         "strategy": params.strategy if isinstance(params.strategy, str | None) else "object",
         "hard_share": params.hard_share,
         "system_prompt_sha": sha,
+        "agent_model": call.resolved.agent_spec,
+        "max_turns": params.max_turns,
+        "fault_rate": params.fault_rate,
         "tasks": None
         if params.tasks is None
         else prompt_hash(
@@ -219,6 +224,8 @@ class _Planned:
     vectors: dict[str, list[float]] = attrs.field(factory=dict)
     #: prompts already on disk (resume), kept as they were
     known_prompts: dict[str, str] = attrs.field(factory=dict)
+    #: which run of ``runs=N`` this is (0 for the first): later runs draw fresh rollout seeds
+    run_index: int = 0
 
     def planned_rollouts(self, params: RunParams) -> int:
         if self.search is None:
@@ -232,6 +239,7 @@ async def _run_once(
     plans: list[PlannedSituation] | None,
     output: str | None,
     replayed_from: str | None,
+    run_index: int = 0,
 ) -> tuple[Simulation, list[PlannedSituation]]:
     """One run, in the order a reader follows it: open the output (resume), plan the
     situations, describe the run, start it, execute its jobs (and the extra repeats), report
@@ -240,6 +248,7 @@ async def _run_once(
     sha = prompt_hash(call.system_prompt)
     opened = _open(call, output, sha, warnings)
     planned = await _plan(call, plans, opened, replayed_from, warnings)
+    planned.run_index = run_index
     ctx = _context(call, opened.run_id, sha)
     markers, marker_problems = MarkerSet.from_registry(call.registry)
     warnings.extend(marker_problems)
@@ -285,16 +294,38 @@ async def _run_once(
     return data, planned.plans
 
 
-def _world_note(params: RunParams, world: World) -> str:
-    if params.fault_rate is None:
-        return (
-            f"no fault_rate given: the fault plan has no rate of its own, so it fires at the "
+def _run_fault_plan(call: _Call) -> FaultPlan | None:
+    """The fault plan the run hands each episode: the caller's, when ``fault_rate=`` or
+    ``advanced["fault_kinds"]`` says anything; otherwise None, so the world's own plan (a
+    world configured with one, as ``"shop:timeout"`` is) applies."""
+    if call.params.fault_rate is None and "fault_kinds" not in call.advanced:
+        return None
+    return FaultPlan(kinds=call.knobs.fault_kinds, rate=call.params.fault_rate)
+
+
+def _fault_report(call: _Call) -> tuple[FaultPlan, float, str]:
+    """The plan that fires, its rate, and the report's sentence saying which applied."""
+    world, given = call.world, _run_fault_plan(call)
+    own = getattr(world, "fault_plan", None)
+    plan = given or (own if isinstance(own, FaultPlan) else None) or FaultPlan()
+    rate = plan.effective_rate(world.default_fault_rate)
+    if given is not None and call.params.fault_rate is not None:
+        note = (
+            f"fault_rate={call.params.fault_rate} given: the fault plan fires at it (the "
+            f"world's default_fault_rate, {world.default_fault_rate}, applies to plans with no "
+            "rate)"
+        )
+    elif given is None and isinstance(own, FaultPlan):
+        note = (
+            f"no fault_rate or fault_kinds given: the world's own fault plan applies "
+            f"({', '.join(own.kinds)} at {rate})"
+        )
+    else:
+        note = (
+            "no fault_rate given: the fault plan has no rate of its own, so it fires at the "
             f"world's default_fault_rate {world.default_fault_rate}"
         )
-    return (
-        f"fault_rate={params.fault_rate} given: the fault plan fires at it (the world's "
-        f"default_fault_rate, {world.default_fault_rate}, applies to plans with no rate)"
-    )
+    return plan, rate, note
 
 
 def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Opened:
@@ -316,7 +347,7 @@ def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Op
             "to continue it, or choose another path"
         )
     if params.resume and side is not None:
-        plan = _resume_plan(params, call.world, sha)
+        plan = _resume_plan(call, sha)
         diff = resume_mismatch(side.get("metadata", {}).get("resume_plan", {}), plan)
         if diff:
             raise ValueError(
@@ -387,7 +418,13 @@ async def _execute_plan(
     repeats = range(call.params.rollouts_per_request)
     search = planned.search
     if search is None:
-        jobs = jobs_for(planned.plans, repeats, call.params.seed, replayed_from=replayed_from)
+        jobs = jobs_for(
+            planned.plans,
+            repeats,
+            call.params.seed,
+            replayed_from=replayed_from,
+            run_index=planned.run_index,
+        )
         await _execute(jobs, runs_on, run, state, call.knobs)
         return
     while not search.done:
@@ -423,7 +460,7 @@ def _context(call: _Call, run_id: str, sha: str) -> RolloutContext:
             temperature=knobs.user_temperature, max_tokens=knobs.user_max_tokens
         ),
         declared_sampling=params.sampling,
-        fault_plan=FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate),
+        fault_plan=_run_fault_plan(call),
         max_turns=params.max_turns,
         max_tool_calls=params.max_tool_calls,
         max_tool_rounds=knobs.max_tool_rounds,
@@ -475,7 +512,7 @@ def _record(
     grader, llm_grader = call.graders.grader, call.graders.llm_grader
     grader_name = grader.name if grader is not None else f"world:{world.name}"
     writer_model = _writer_model(call, planned)
-    fault_plan = FaultPlan(kinds=knobs.fault_kinds, rate=params.fault_rate)
+    fault_plan, fault_rate, world_note = _fault_report(call)
     metadata: dict[str, Any] = {
         "run_id": opened.run_id,
         "created": opened.created,
@@ -488,7 +525,7 @@ def _record(
         "world": {"name": world.name, "version": getattr(world, "version", None)},
         "system_prompt_sha": sha,
         "planned_rollouts": total,
-        "resume_plan": _resume_plan(params, world, sha),
+        "resume_plan": _resume_plan(call, sha),
         "replayed_from_run": replayed_from,
     }
     report_fields: dict[str, Any] = {
@@ -501,7 +538,7 @@ def _record(
         "repeats": params.rollouts_per_request,
         "repeat_policy": params.repeat_policy,
         "hard_share": params.hard_share,
-        "fault_rate": fault_plan.effective_rate(world.default_fault_rate),
+        "fault_rate": fault_rate,
         "strategy": planned.strategy,
         "dimensions": planned.dimensions,
         "arm_weights": params.arm_weights,
@@ -520,9 +557,9 @@ def _record(
             "name": world.name,
             "version": getattr(world, "version", None),
             "default_fault_rate": world.default_fault_rate,
-            "fault_kinds": list(knobs.fault_kinds),
+            "fault_kinds": list(fault_plan.kinds),
         },
-        "world_note": _world_note(params, world),
+        "world_note": world_note,
         "advanced": dict(call.advanced),
         "knobs": knobs.as_dict(),
         "model_notes": list(resolved.notes) + call.graders.notes,
@@ -596,7 +633,9 @@ async def _extra_repeats(
     """Under repeat_policy="rl", more repeats for the groups whose repeats disagree."""
     if call.params.repeat_policy != "rl" or call.knobs.adaptive_extra_repeats <= 0:
         return
-    extra = _extra_jobs(call.params, call.knobs, planned.plans, state, replayed_from)
+    extra = _extra_jobs(
+        call.params, call.knobs, planned.plans, state, replayed_from, planned.run_index
+    )
     if not extra:
         return
     state.total += len(extra)
@@ -669,22 +708,33 @@ def _extra_jobs(
     plans: list[PlannedSituation],
     state: _RunState,
     replayed_from: str | None,
+    run_index: int,
 ) -> list[Job]:
-    """Under repeat_policy="rl", more repeats for groups whose repeats disagree, within budget."""
+    """Under repeat_policy="rl", more repeats for groups whose repeats disagree, the most
+    split first (pass rate nearest one half, where a grouped update learns most), within
+    budget."""
     split = _split_groups(state.trajectories)
     room = None if params.budget is None else params.budget - state.total
     base = params.rollouts_per_request
     extra: list[Job] = []
-    for plan in plans:
-        if plan.scenario_id not in split:
-            continue
+    order = sorted(
+        (plan for plan in plans if plan.scenario_id in split),
+        key=lambda plan: abs(split[plan.scenario_id] - 0.5),
+    )
+    for plan in order:
         count = knobs.adaptive_extra_repeats
         if room is not None:
             count = min(count, room - len(extra))
         if count <= 0:
             break
         extra.extend(
-            jobs_for([plan], range(base, base + count), params.seed, replayed_from=replayed_from)
+            jobs_for(
+                [plan],
+                range(base, base + count),
+                params.seed,
+                replayed_from=replayed_from,
+                run_index=run_index,
+            )
         )
     return extra
 
@@ -815,7 +865,7 @@ async def _simulate_call(
         first_run: str | None = None
         for run in range(params.runs):
             data, plans = await _run_once(
-                call, plans, _run_output(params.output, run, params.runs), first_run
+                call, plans, _run_output(params.output, run, params.runs), first_run, run
             )
             if first_run is None:
                 first_run = data.metadata["run_id"]

@@ -33,6 +33,9 @@ class PlannedSituation:
     arm: str | None
     selection_reason: str | None
     replayed: bool = False
+    #: the seed the situation was drawn from (the world's template rng), None when replayed
+    #: from rows that carry none
+    seed: int | None = None
 
 
 def _scenario_id(
@@ -58,8 +61,8 @@ def plan_from_specs(
         for p in range(params.requests_per_situation):
             # One seed per situation, fresh for every phrasing: the world draws the same facts
             # (customer, order, hidden state, goal) and only the wording changes with ``p``.
-            rng = random.Random(derive_seed(params.seed, "situation", i))
-            situation = world.template_situation(spec, rng, phrasing=p)
+            situation_seed = derive_seed(params.seed, "situation", i)
+            situation = world.template_situation(spec, random.Random(situation_seed), phrasing=p)
             plans.append(
                 PlannedSituation(
                     i,
@@ -69,6 +72,7 @@ def plan_from_specs(
                     situation,
                     None if arm is None else str(arm),
                     reason,
+                    seed=situation_seed,
                 )
             )
     return plans
@@ -111,6 +115,7 @@ def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSitu
                 row.get("arm"),
                 row.get("selection_reason"),
                 replayed=isinstance(task, Mapping) and "writer_model" in row,
+                seed=row.get("seed") if isinstance(row.get("seed"), int) else None,
             )
         )
     seen: set[str] = set()
@@ -189,8 +194,17 @@ async def write_situations(
 
 
 def jobs_for(
-    plans: Sequence[PlannedSituation], repeats: range, seed: int, *, replayed_from: str | None
+    plans: Sequence[PlannedSituation],
+    repeats: range,
+    seed: int,
+    *,
+    replayed_from: str | None,
+    run_index: int = 0,
 ) -> list[Job]:
+    """One job per (plan, repeat). Its rollout seed is derived from the run seed, the
+    situation and the repeat, and from ``run_index`` for the second and later runs of
+    ``runs=N``, so each run of a replay draws fresh rollouts (run-to-run noise is real)."""
+    again = () if run_index == 0 else (run_index,)
     return [
         Job(
             key=f"{plan.scenario_id}/r{r}",
@@ -199,12 +213,13 @@ def jobs_for(
             situation_index=plan.index,
             phrasing=plan.phrasing,
             repeat=r,
-            seed=derive_seed(seed, "rollout", plan.scenario_id, r),
+            seed=derive_seed(seed, "rollout", plan.scenario_id, r, *again),
             spec=plan.spec,
             arm=plan.arm,
             selection_reason=plan.selection_reason,
             replayed=plan.replayed or replayed_from is not None,
             replayed_from_run=replayed_from,
+            situation_seed=plan.seed,
         )
         for plan in plans
         for r in repeats
