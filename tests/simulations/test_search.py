@@ -245,3 +245,10 @@ def test_rl_extra_repeats_go_to_the_most_split_groups_first() -> None:
         if r["scenario_id"] in split
     )
     assert split[first_split] == 0.75 and chosen != first_split
+    # the report says where the 34 rollouts went, group by group
+    went = data.report().rollouts
+    assert (went["budget"], went["planned"], went["extra"]) == (34, 32, 2)
+    assert went["cut_by_budget"] == 2 * (len(split) - 1)
+    assert went["groups"][chosen] == {"planned": 4, "extra": 2, "cut_by_budget": 0}
+    assert went["groups"][first_split] == {"planned": 4, "extra": 0, "cut_by_budget": 2}
+    assert "rollouts planned / extra / cut" in str(data.report())

@@ -392,9 +392,10 @@ def test_with_no_endpoint_every_role_is_the_embedded_model_and_the_run_says_so(
 
 
 def test_a_situation_the_world_cannot_start_fails_its_rollouts_only() -> None:
-    # Exported rows carry no hidden state, so the tiny shop cannot rebuild the order it hides.
+    # A row whose hidden state holds no order: the tiny shop has nothing to build an episode on.
     original = run(unique=2, repeats=1)
-    replay = run(tasks=[*original.rows[:1], *original.trajectories[1:]], repeats=2)
+    broken = {**original.trajectories[0], "privileged": {"hidden_state": {"note": "no order"}}}
+    replay = run(tasks=[broken, *original.trajectories[1:]], repeats=2)
     failed = [r for r in replay.rows if r.get("error")]
     assert len(failed) == 2 and len(replay.rows) == 4
     assert all("could not start an episode" in r["error"] for r in failed)

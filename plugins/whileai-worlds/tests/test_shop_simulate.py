@@ -4,13 +4,14 @@ grade."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import whileai as wai
 from whileai import hookimpl
 from whileai.hookspecs import Register
 from whileai.registry import Registry
-from whileai.testing import PleasedUser
+from whileai.testing import PleasedUser, ScriptedBackend
 from whileai_worlds.testing import ScriptedSupportAgent
 
 
@@ -79,3 +80,51 @@ def test_a_shop_configured_with_its_own_fault_plan_keeps_it_in_a_run() -> None:
     kinds = {f["kind"] for r in data.rows for f in r["faults"]}
     assert kinds == {"timeout"}
     assert data.report().world["fault_kinds"] == ["timeout"]
+
+
+def test_tasks_replay_a_saved_shop_run_from_its_file(tmp_path: Any) -> None:
+    """A saved row carries no privileged block: the shop rebuilds each situation's facts from
+    the seed and spec on the row, so the replay plays the same situations to the same end."""
+    out = tmp_path / "shop.jsonl"
+    original = run(unique=6, repeats=1, seed=7, fault_rate=0.0, output=str(out))
+    saved = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all("privileged" not in row for row in saved)
+    replay = wai.simulate(
+        registry=Registry.load(plugins=[DoublesPlugin(), Writer()]),
+        tasks=saved,
+        agent_model="support:scripted",
+        user_model="customer:pleased",
+        simulator="writer",  # a model writer is configured, and must not reword a replay
+        repeats=1,
+        fault_rate=0.0,
+    )
+    assert [r["prompt"] for r in replay.rows] == [r["prompt"] for r in original.rows]
+    assert [r["reward"] for r in replay.rows] == [r["reward"] for r in original.rows]
+    assert all(r["lineage"]["replayed"] and not r.get("error") for r in replay.rows)
+    assert [r["seed"] for r in replay.rows] == [r["seed"] for r in original.rows]
+
+
+def test_tasks_replay_bare_prompts_on_the_shop() -> None:
+    data = wai.simulate(
+        registry=Registry.load(plugins=[DoublesPlugin()]),
+        tasks=["Where is my order A1234?", "Please refund my order."],
+        agent_model="support:scripted",
+        user_model="customer:pleased",
+        repeats=1,
+        fault_rate=0.0,
+    )
+    assert [r["prompt"] for r in data.rows] == [
+        "Where is my order A1234?",
+        "Please refund my order.",
+    ]
+    assert all(not r.get("error") and r["reward"] is not None for r in data.rows)
+    assert {r["writer_model"] for r in data.rows} == {"seed"}
+
+
+class Writer:
+    @hookimpl
+    def whileai_register_backends(self, register: Register) -> None:
+        register(
+            "writer",
+            lambda argument=None, **_: ScriptedBackend("writer", lambda m, t: "REWORDED"),
+        )

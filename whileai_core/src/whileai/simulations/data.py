@@ -84,6 +84,8 @@ class RunReport(Report):
     search: dict[str, Any] | None = None
     #: the share of the run's situations that took the hard value (hard_share is the target)
     hard_share_realised: float | None = None
+    #: where the rollouts went: budget, planned, extra (rl), cut by budget, and per group
+    rollouts: dict[str, Any] | None = None
 
     def _lines(self) -> list[str]:
         rows = [
@@ -117,6 +119,22 @@ class RunReport(Report):
                 ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none",
             ],
             ["errors / retries", f"{self.n_errors} / {self.retries}"],
+            *(
+                [
+                    [
+                        "rollouts planned / extra / cut",
+                        f"{self.rollouts['planned']} / {self.rollouts['extra']} / "
+                        f"{self.rollouts['cut_by_budget']}"
+                        + (
+                            f" (budget {self.rollouts['budget']})"
+                            if self.rollouts["budget"]
+                            else ""
+                        ),
+                    ]
+                ]
+                if self.rollouts
+                else []
+            ),
             *(
                 [f"backend {label}", _backend_line(entry)]
                 for label, entry in self.backends.items()

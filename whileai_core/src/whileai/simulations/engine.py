@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import uuid
+from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -226,6 +227,27 @@ class _Planned:
     known_prompts: dict[str, str] = attrs.field(factory=dict)
     #: which run of ``runs=N`` this is (0 for the first): later runs draw fresh rollout seeds
     run_index: int = 0
+    #: extra repeats each split group got under repeat_policy="rl", and those the budget cut
+    extra: Counter[str] = attrs.field(factory=Counter)
+    cut: dict[str, int] = attrs.field(factory=dict)
+
+    def rollouts(self, params: RunParams) -> dict[str, Any]:
+        """Where the rollouts went, per group: planned, extra, cut by budget."""
+        groups = {
+            plan.scenario_id: {
+                "planned": params.rollouts_per_request,
+                "extra": self.extra.get(plan.scenario_id, 0),
+                "cut_by_budget": self.cut.get(plan.scenario_id, 0),
+            }
+            for plan in self.plans
+        }
+        return {
+            "budget": params.budget,
+            "planned": sum(g["planned"] for g in groups.values()),
+            "extra": sum(self.extra.values()),
+            "cut_by_budget": sum(self.cut.values()),
+            "groups": groups,
+        }
 
     def planned_rollouts(self, params: RunParams) -> int:
         if self.search is None:
@@ -384,7 +406,7 @@ async def _plan(
         dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
         planned = _Planned(plans, f"replay of run {replayed_from}", dimensions)
     elif params.tasks is not None:
-        planned = _Planned(plan_from_tasks(params, params.tasks), "tasks= (replayed)", {})
+        planned = _Planned(plan_from_tasks(params, world, params.tasks), "tasks= (replayed)", {})
         planned.dimensions = params.dimensions or {}
     else:
         search = Search.open(
@@ -567,6 +589,7 @@ def _record(
         "executor": call.executor.label,
         "search": None,
         "hard_share_realised": None,
+        "rollouts": None,
     }
     return _Record(metadata, report_fields)
 
@@ -633,9 +656,11 @@ async def _extra_repeats(
     """Under repeat_policy="rl", more repeats for the groups whose repeats disagree."""
     if call.params.repeat_policy != "rl" or call.knobs.adaptive_extra_repeats <= 0:
         return
-    extra = _extra_jobs(
+    extra, cut = _extra_jobs(
         call.params, call.knobs, planned.plans, state, replayed_from, planned.run_index
     )
+    planned.extra = Counter(job.scenario_id for job in extra)
+    planned.cut = cut
     if not extra:
         return
     state.total += len(extra)
@@ -657,6 +682,7 @@ def _report(
     warnings, rows in plan order (with their situation's vector, in memory)."""
     fields = record.report_fields
     fields["unique_situations"] = _situation_count(call, planned)
+    fields["rollouts"] = planned.rollouts(call.params)
     fields["writer_model"] = record.metadata["writer_model"] = _writer_model(call, planned)
     if planned.search is not None:
         outcome = planned.search.outcome()
@@ -709,24 +735,27 @@ def _extra_jobs(
     state: _RunState,
     replayed_from: str | None,
     run_index: int,
-) -> list[Job]:
+) -> tuple[list[Job], dict[str, int]]:
     """Under repeat_policy="rl", more repeats for groups whose repeats disagree, the most
     split first (pass rate nearest one half, where a grouped update learns most), within
-    budget."""
+    budget; and per group the extra repeats the budget cut."""
     split = _split_groups(state.trajectories)
     room = None if params.budget is None else params.budget - state.total
     base = params.rollouts_per_request
     extra: list[Job] = []
+    cut: dict[str, int] = {}
     order = sorted(
         (plan for plan in plans if plan.scenario_id in split),
         key=lambda plan: abs(split[plan.scenario_id] - 0.5),
     )
     for plan in order:
-        count = knobs.adaptive_extra_repeats
+        wanted = count = knobs.adaptive_extra_repeats
         if room is not None:
-            count = min(count, room - len(extra))
+            count = max(0, min(count, room - len(extra)))
+        if count < wanted:
+            cut[plan.scenario_id] = wanted - count
         if count <= 0:
-            break
+            continue
         extra.extend(
             jobs_for(
                 [plan],
@@ -736,7 +765,7 @@ def _extra_jobs(
                 run_index=run_index,
             )
         )
-    return extra
+    return extra, cut
 
 
 def _in_plan_order(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -78,8 +78,16 @@ def plan_from_specs(
     return plans
 
 
-def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSituation]:
-    """Situations replayed from rows (or prompts) you pass as ``tasks=``."""
+def plan_from_tasks(
+    params: RunParams, world: World, tasks: Sequence[Any]
+) -> list[PlannedSituation]:
+    """Situations replayed from rows (or prompts) you pass as ``tasks=``.
+
+    A row in memory carries its privileged block (hidden state, goal, reference) and is
+    replayed as it was. A saved row or a bare prompt does not: the world rebuilds the
+    situation's facts from the seed and spec the row carries (the same seed, spec and
+    phrasing give the same facts), or from a seed of this run for a bare prompt, and the
+    prompt is kept word for word."""
     plans = []
     for i, task in enumerate(tasks):
         if isinstance(task, str):
@@ -96,15 +104,35 @@ def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSitu
             row.get("scenario_id") or row.get("task_id") or prompt_hash(row["prompt"])
         )
         dims = dict(row.get("scenario_dimensions") or {})
-        situation = Situation(
-            situation_id=scenario_id,
-            prompt=row["prompt"],
-            dimensions=dims,
-            hidden_state=dict(privileged.get("hidden_state") or {}),
-            goal=dict(privileged.get("goal") or {}),
-            reference=privileged.get("reference"),
-            writer_model=str(row.get("writer_model") or SEED_WRITER),
+        given_seed = row.get("seed")
+        seed = (
+            given_seed if isinstance(given_seed, int) and not isinstance(given_seed, bool) else None
         )
+        writer_model = str(row.get("writer_model") or SEED_WRITER)
+        if privileged.get("hidden_state"):
+            situation = Situation(
+                situation_id=scenario_id,
+                prompt=row["prompt"],
+                dimensions=dims,
+                hidden_state=dict(privileged.get("hidden_state") or {}),
+                goal=dict(privileged.get("goal") or {}),
+                reference=privileged.get("reference"),
+                writer_model=writer_model,
+            )
+        else:
+            if seed is None:
+                seed = derive_seed(params.seed, "task", i)
+            lineage = row.get("lineage")
+            phrasing = lineage.get("phrasing", 0) if isinstance(lineage, Mapping) else 0
+            rebuilt = world.template_situation(dims, random.Random(seed), phrasing=int(phrasing))
+            situation = attrs.evolve(
+                rebuilt,
+                situation_id=scenario_id,
+                prompt=row["prompt"],
+                writer_model=writer_model,
+                dimensions=dims or dict(rebuilt.dimensions),
+            )
+            dims = dict(situation.dimensions)
         plans.append(
             PlannedSituation(
                 i,
@@ -115,7 +143,7 @@ def plan_from_tasks(params: RunParams, tasks: Sequence[Any]) -> list[PlannedSitu
                 row.get("arm"),
                 row.get("selection_reason"),
                 replayed=isinstance(task, Mapping) and "writer_model" in row,
-                seed=row.get("seed") if isinstance(row.get("seed"), int) else None,
+                seed=seed,
             )
         )
     seen: set[str] = set()
