@@ -91,6 +91,7 @@ def test_a_strategy_is_told_every_row_of_every_batch_before_it_is_asked_again() 
         "batches": 3,
         "asked": 10,
         "rejected": 0,
+        "skipped": 0,
         "rejections": {},
         "hard_share_realised": 0.2,  # round(0.25 * 10) hard, kept over the batches
         "stopped_short": None,

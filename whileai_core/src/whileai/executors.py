@@ -253,6 +253,10 @@ def job_task(job: Job) -> Task:
         privileged["goal"] = dict(situation.goal)
     if situation.reference is not None:
         privileged["reference"] = situation.reference
+    if situation.principle:
+        privileged["principle"] = situation.principle
+    if situation.rubric:
+        privileged["rubric"] = situation.rubric
     return Task(
         prompt=situation.prompt,
         task_id=job.scenario_id,

@@ -77,6 +77,10 @@ class Situation:
     goal: Mapping[str, Any] = attrs.field(factory=dict)
     reference: Any = None
     writer_model: str = "template"
+    #: for the judge: the principle a good rollout follows, and a rubric to grade it by
+    #: (privileged, like the hidden state; a model writer may write them)
+    principle: str | None = None
+    rubric: str | None = None
 
 
 @attrs.frozen
@@ -144,6 +148,29 @@ class World(Protocol):
         self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
     ) -> Episode:
         """A fresh state for one rollout of ``situation``; faults drawn from ``rng``."""
+        ...
+
+
+@runtime_checkable
+class WritesSituations(Protocol):
+    """A world a model writer can write whole situations for (``simulate(simulator=...)``):
+    it exposes an episode's facts, the schema of a written situation, and its own check that
+    a written one is consistent with the facts."""
+
+    def situation_facts(self, spec: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+        """The facts of one episode the writer must use (real ids, accounts), JSON-able,
+        drawn from ``rng`` (the situation's seed)."""
+        ...
+
+    def situation_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the object the writer returns."""
+        ...
+
+    def situation_from_written(
+        self, spec: Mapping[str, Any], facts: Mapping[str, Any], written: Mapping[str, Any]
+    ) -> Situation:
+        """The situation the writer wrote; a ValueError naming what is missing or what
+        names something the world does not hold, when it is not consistent."""
         ...
 
 

@@ -384,6 +384,126 @@ class ShopWorld:
             goal=goal,
         )
 
+    # -- a model writer writes whole situations from the shop's facts ---------------------
+
+    def situation_facts(self, spec: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+        """The shop of one episode as the writer sees it: the customer, every order they
+        hold, which one the situation is about and what a good rollout reaches there."""
+        base = self.template_situation(spec, rng)
+        orders = build_orders(base)
+        email = str(base.hidden_state["email"])
+        return {
+            "situation_id": base.situation_id,
+            "intent": base.dimensions["intent"],
+            "difficulty": base.dimensions["difficulty"],
+            "tone": base.dimensions["tone"],
+            "customer": {"name": base.hidden_state["name"], "email": email},
+            "orders": [
+                {k: o[k] for k in ("order_id", "item", "status", "placed", "delivered")}
+                for o in orders.values()
+                if o["email"] == email
+            ],
+            "order_in_question": base.hidden_state["order_id"],
+            "withhold_until_asked": list(base.hidden_state["withheld_until_asked"]),
+            "expected_outcome": base.goal["outcome"],
+            "refund_window_days": self.refund_window_days,
+            "hidden_state": dict(base.hidden_state),
+            "goal": dict(base.goal),
+        }
+
+    def situation_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": [
+                "request",
+                "persona",
+                "patience",
+                "order_id",
+                "reference",
+                "principle",
+                "rubric",
+            ],
+            "properties": {
+                "request": {
+                    "type": "string",
+                    "description": "the customer's first message, in their own words and tone",
+                },
+                "persona": {"type": "string", "description": "who the customer is, one line"},
+                "patience": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 6,
+                    "description": "follow-ups the customer gives before giving up",
+                },
+                "order_id": {"type": "string", "description": "the order the situation is about"},
+                "reference": {
+                    "type": "string",
+                    "description": "what a good agent does and reaches, for the judge",
+                },
+                "principle": {"type": "string", "description": "the rule a good agent keeps"},
+                "rubric": {"type": "string", "description": "how to grade the rollout"},
+            },
+        }
+
+    def situation_from_written(
+        self, spec: Mapping[str, Any], facts: Mapping[str, Any], written: Mapping[str, Any]
+    ) -> Situation:
+        """The written situation, checked against the shop it is set in: every field there,
+        the order in question named, no order the customer does not hold, and a hard
+        situation's request withholding what the customer gives only when asked."""
+        schema = self.situation_schema()
+        missing = [k for k in schema["required"] if k not in written]
+        if missing:
+            raise ValueError(f"the situation lacks {', '.join(missing)}")
+        for key, kind in (("request", str), ("persona", str), ("order_id", str)):
+            if not isinstance(written[key], kind) or not str(written[key]).strip():
+                raise ValueError(f"{key} must be non-empty text, got {written[key]!r}")
+        patience = written["patience"]
+        if isinstance(patience, bool) or not isinstance(patience, int) or not 1 <= patience <= 6:
+            raise ValueError(f"patience must be a whole number from 1 to 6, got {patience!r}")
+        held = {o["order_id"] for o in facts["orders"]}
+        target = str(facts["order_in_question"])
+        if written["order_id"] != target:
+            where = (
+                "one of the customer's"
+                if written["order_id"] in held
+                else "no order the shop holds"
+            )
+            raise ValueError(
+                f"order_id {written['order_id']!r} is {where}; the situation is about {target}"
+            )
+        request = str(written["request"])
+        for named in re.findall(r"\bA\d{4}\b", request):
+            if named not in held:
+                raise ValueError(f"the request names order {named}, which the shop does not hold")
+            if named != target:
+                raise ValueError(f"the request names order {named}, not {target}")
+        email = str(facts["customer"]["email"])
+        withheld = facts["withhold_until_asked"]
+        if withheld:
+            shown = [
+                what for what, value in (("order id", target), ("email", email)) if value in request
+            ]
+            if shown:
+                raise ValueError(
+                    f"a {facts['difficulty']} situation's request must not give the "
+                    f"{' or '.join(shown)}: the customer gives it only when asked"
+                )
+        elif target not in request:
+            raise ValueError(f"the request must name the order in question, {target}")
+        return Situation(
+            situation_id=str(facts["situation_id"]),
+            prompt=request.strip(),
+            persona=str(written["persona"]).strip(),
+            patience=patience,
+            dimensions={k: facts[k] for k in ("intent", "difficulty", "tone")},
+            hidden_state=dict(facts["hidden_state"]),
+            goal=dict(facts["goal"]),
+            reference=str(written["reference"]),
+            principle=str(written["principle"]),
+            rubric=str(written["rubric"]),
+        )
+
     def new_episode(
         self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
     ) -> ShopEpisode:

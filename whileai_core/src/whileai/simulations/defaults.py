@@ -34,6 +34,7 @@ EXPERIMENT_KNOBS: tuple[str, ...] = (
     "user_max_tokens",
     "writer_temperature",
     "writer_max_tokens",
+    "writer_retries",
     "difficulty_dimension",
     "hard_value",
     "search_batch",
@@ -145,8 +146,14 @@ class RunKnobs:
     # The writer samples hotter (1.0) so phrasings of one situation differ; convention,
     # untested.
     writer_temperature: float = _knob(1.0, 0.0, 2.0)
-    # A written request is a short paragraph; convention, untested.
-    writer_max_tokens: int = _knob(160, 1, 4096)
+    # A written request is a short paragraph, and a whole written situation (request,
+    # persona, what the user knows, goal, principle, rubric) a short JSON object; 400 fits
+    # one; convention, untested.
+    writer_max_tokens: int = _knob(400, 1, 4096)
+    # Times a whole written situation the world found inconsistent is sent back with the
+    # world's reason before the situation is skipped; two more tries fix most slips of a
+    # small model; convention, untested.
+    writer_retries: int = _knob(2, 0, 10)
 
     # -- experiment knobs: how hard the situations are, what the search steers by -------
     # The dimension hard_share acts on; a world without that dimension gets it as an extra

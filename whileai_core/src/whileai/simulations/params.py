@@ -74,14 +74,17 @@ PARAMETERS: tuple[Parameter, ...] = (
     _p(
         "strategy",
         None,
-        "registered strategy spreading situations over dimensions; None: a seeded even spread",
+        "registered strategy (or object) proposing situations, asked in batches and told each "
+        "batch's rows when it learns; None: a seeded even spread",
     ),
     _p("dimensions", None, "{name: [values]} to vary situations along; None: the world's own"),
-    _p("arm_weights", None, "{arm: weight} handed to the strategy"),
+    _p("arm_weights", None, "{arm: weight} for the strategy (a bandit's prior); needs a strategy"),
     _p(
         "simulator",
         None,
-        "who writes situations: a model spec, or 'template'; None: the role default",
+        "who writes situations: a model spec (it writes whole situations from the world's "
+        "facts when the world supports it, else rewords its templates), or 'template'; None: "
+        "the role default",
     ),
     _p("agent_model", None, "the agent: a model spec, a backend, or your own callable"),
     _p("user_model", None, "who plays the user: a model spec or backend; None: the role default"),

@@ -4,7 +4,6 @@ and one job per (situation, phrasing, repeat) with a deterministic key and seed.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import random
@@ -13,12 +12,10 @@ from typing import Any
 
 import attrs
 
-from whileai.backends import Sampling
 from whileai.executors import Job
 from whileai.schema.records import prompt_hash
 from whileai.seeds import derive_seed
-from whileai.simulations.defaults import RunKnobs
-from whileai.simulations.models import SEED_WRITER, Writer
+from whileai.simulations.models import SEED_WRITER
 from whileai.simulations.params import RunParams
 from whileai.worlds import Situation, World
 
@@ -153,72 +150,6 @@ def plan_from_tasks(
             seen.add(plan.scenario_id)
             unique.append(plan)
     return unique
-
-
-async def write_situations(
-    plans: list[PlannedSituation],
-    writer: Writer,
-    knobs: RunKnobs,
-    seed: int,
-    known_prompts: Mapping[str, str],
-    warnings: list[str],
-    writer_prompt: str,
-) -> list[PlannedSituation]:
-    """With a model writer, each phrasing's prompt is the model's rewrite of the template,
-    under the world's ``writer_prompt`` (a prompt already on disk from a resumed run is kept
-    as it was)."""
-    if writer.backend is None:
-        return plans
-    backend = writer.backend
-
-    async def one(plan: PlannedSituation) -> PlannedSituation:
-        if plan.replayed:
-            return plan
-        if plan.scenario_id in known_prompts:
-            prompt = known_prompts[plan.scenario_id]
-            return attrs.evolve(
-                plan,
-                situation=attrs.evolve(plan.situation, prompt=prompt, writer_model=writer.label),
-            )
-        messages = [
-            {
-                "role": "system",
-                "content": writer_prompt,
-            },
-            {
-                "role": "user",
-                "content": (
-                    f"Who writes it: {plan.situation.persona}. Situation: "
-                    f"{json.dumps(plan.spec, default=str)}. A plain version of the request: "
-                    f"{plan.situation.prompt}\nWrite it in their own words "
-                    f"(version {plan.phrasing + 1})."
-                ),
-            },
-        ]
-        sampling = Sampling(
-            temperature=knobs.writer_temperature,
-            max_tokens=knobs.writer_max_tokens,
-            seed=derive_seed(seed, "writer", plan.scenario_id),
-        )
-        try:
-            written = (await backend.complete(messages, None, sampling)).text.strip()
-        except Exception as exc:
-            warnings.append(
-                f"writer {writer.label} failed on {plan.scenario_id} ({exc}); "
-                "the template prompt was kept"
-            )
-            return plan
-        if not written:
-            warnings.append(
-                f"writer {writer.label} wrote nothing for {plan.scenario_id}; "
-                "the template prompt was kept"
-            )
-            return plan
-        return attrs.evolve(
-            plan, situation=attrs.evolve(plan.situation, prompt=written, writer_model=writer.label)
-        )
-
-    return list(await asyncio.gather(*(one(p) for p in plans)))
 
 
 def jobs_for(

@@ -37,7 +37,8 @@ from whileai.simulations.behavior import situation_text, situation_vector
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import Writer
 from whileai.simulations.params import RunParams
-from whileai.simulations.plan import PlannedSituation, plan_from_specs, write_situations
+from whileai.simulations.plan import PlannedSituation, plan_from_specs
+from whileai.simulations.writer import write_situations
 from whileai.worlds import World
 
 #: Proposals a batch may have turned away, per situation it asked for, before the search
@@ -132,6 +133,8 @@ class Outcome:
     batches: int
     asked: int
     rejected: int
+    #: of those, situations the writer could not write consistently with the world
+    skipped: int
     #: the most common reasons situations were turned away, with their counts
     rejections: dict[str, int]
     hard_share_realised: float | None
@@ -168,6 +171,8 @@ class Search:
     #: specs the engine's hard_share made (or left) hard, over every ask
     hard_asked: int = 0
     n_situations: int = 0
+    #: situations the writer could not write consistently with the world
+    skipped: int = 0
     stopped_short: str | None = None
 
     @classmethod
@@ -257,7 +262,10 @@ class Search:
                 )
                 self.warnings.append(self.stopped_short)
                 break
-            for situation_plans in await self._write(specs, known_prompts):
+            skipped_before = self.skipped
+            groups = await self._write(specs, known_prompts)
+            turned_away += self.skipped - skipped_before
+            for situation_plans in groups:
                 reason = self._admit(situation_plans)
                 if reason is not None:
                     self.rejected[reason] += 1
@@ -325,7 +333,7 @@ class Search:
         """Each spec's situations (one per phrasing), written, with the next indices."""
         start = self.asked - len(specs)
         plans = plan_from_specs(self.params, self.world, specs, start=start)
-        plans = await write_situations(
+        written = await write_situations(
             plans,
             self.writer,
             self.knobs,
@@ -333,9 +341,13 @@ class Search:
             known_prompts,
             self.warnings,
             self.writer_prompt,
+            self.world,
         )
+        for skipped in written.skipped:
+            self.rejected[skipped.reason] += 1
+            self.skipped += 1
         by_index: dict[int, list[PlannedSituation]] = {}
-        for plan in plans:
+        for plan in written.plans:
             by_index.setdefault(plan.index, []).append(plan)
             self.vectors[plan.scenario_id] = situation_vector(
                 situation_text(plan.situation.prompt, plan.spec)
@@ -379,6 +391,7 @@ class Search:
             batches=self.batches,
             asked=self.asked,
             rejected=sum(self.rejected.values()),
+            skipped=self.skipped,
             rejections=dict(self.rejected.most_common(5)),
             hard_share_realised=round(self.n_hard / n, 4) if n else None,
             stopped_short=self.stopped_short,
