@@ -136,3 +136,34 @@ def test_a_search_finds_the_planted_failures(registry: Registry) -> None:
     data = run(registry, "bandit", unique=200, seed=0)
     found = {planted_found(r) for r in data.rows} - {None}
     assert len(found) >= 4
+
+
+def test_situation_vectors_can_come_from_an_embeddings_endpoint(registry: Registry) -> None:
+    """With advanced={"embedding_model": <endpoint>}, the vectors novelty compares are the
+    endpoint's (here a loopback OpenAI-compatible server's deterministic 8-number ones)."""
+    from whileai_openai.testing.fault_server import FaultServer
+
+    with FaultServer() as server:
+        data = run(
+            registry,
+            "novelty",
+            unique=6,
+            seed=0,
+            advanced={"world": "planted", "embedding_model": server.url},
+        )
+        asked = [r for r in server.requests if r.path.endswith("/embeddings")]
+    assert asked and sum(len(r.body["input"]) for r in asked) >= 6
+    for trajectory in data.trajectories:
+        assert len(trajectory["vector"]) == 8
+        assert abs(sum(x * x for x in trajectory["vector"]) - 1.0) < 1e-9
+    assert data.report().backends[server.url]["roles"] == ["embedder"]
+
+
+def test_an_embedding_model_that_cannot_embed_is_refused_by_name(registry: Registry) -> None:
+    with pytest.raises(ValueError, match=r"embedding_model.*'planted' names a backend that cannot"):
+        run(
+            registry,
+            "novelty",
+            unique=2,
+            advanced={"world": "planted", "embedding_model": "planted"},
+        )

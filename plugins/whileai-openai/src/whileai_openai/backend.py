@@ -286,6 +286,37 @@ class OpenAICompatibleBackend:
         self.stats.output_tokens += completion.output_tokens or 0
         return attrs.evolve(completion, retries=retries, waited_s=waited)
 
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embeddings of ``texts`` from the endpoint's ``/embeddings`` (one vector per text,
+        in order); BackendError (with ``kind``) once retries are spent."""
+        if not texts:
+            return []
+        state = self._state()
+        model = self.model or await self.resolve_model()
+        data, _, _ = await self._request_json(
+            state, "POST", "/embeddings", {"model": model, "input": list(texts)}
+        )
+        rows = data.get("data") if isinstance(data, Mapping) else None
+        if not isinstance(rows, list) or len(rows) != len(texts):
+            raise self._error(
+                "malformed",
+                f"unreadable embeddings: expected {len(texts)} in 'data', got {rows!r:.80}",
+                0,
+                0.0,
+            )
+        ordered = sorted(rows, key=lambda r: r.get("index", 0) if isinstance(r, Mapping) else 0)
+        vectors = []
+        for row in ordered:
+            vector = row.get("embedding") if isinstance(row, Mapping) else None
+            if not isinstance(vector, list) or not all(
+                isinstance(x, int | float) and not isinstance(x, bool) for x in vector
+            ):
+                raise self._error(
+                    "malformed", "unreadable embeddings: a vector is not numbers", 0, 0.0
+                )
+            vectors.append([float(x) for x in vector])
+        return vectors
+
     async def resolve_model(self) -> str:
         """The model to ask for: the configured one, else the first the server lists."""
         if self.model:

@@ -77,3 +77,35 @@ def situation_vector(text: str, dims: int = VECTOR_DIMS) -> list[float]:
 def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
     """1 - cosine similarity of two unit vectors (0: same direction, up to 2: opposite)."""
     return 1.0 - sum(x * y for x, y in zip(a, b, strict=True))
+
+
+class Embedder:
+    """Situation vectors: the offline embedding, or a backend's ``embed(texts)`` (each
+    vector scaled to unit length). A backend that fails falls back to the offline vectors
+    for that call and says so once in the run's warnings."""
+
+    def __init__(self, backend: Any = None, label: str = "offline hashed n-grams") -> None:
+        self.backend = backend
+        self.label = label
+        self.failed = False
+
+    async def vectors(self, texts: Sequence[str], warnings: list[str]) -> list[list[float]]:
+        if self.backend is None or not texts:
+            return [situation_vector(t) for t in texts]
+        try:
+            raw = await self.backend.embed(list(texts))
+            if len(raw) != len(texts):
+                raise ValueError(f"{len(raw)} vectors for {len(texts)} texts")
+        except Exception as exc:
+            if not self.failed:
+                self.failed = True
+                warnings.append(
+                    f"embedding model {self.label} failed ({type(exc).__name__}: {exc}); "
+                    "those situations' vectors are the offline hashed n-grams"
+                )
+            return [situation_vector(t) for t in texts]
+        out = []
+        for vector in raw:
+            norm = math.sqrt(sum(float(x) * float(x) for x in vector))
+            out.append([float(x) / norm for x in vector] if norm else [float(x) for x in vector])
+        return out

@@ -38,6 +38,7 @@ EXPERIMENT_KNOBS: tuple[str, ...] = (
     "difficulty_dimension",
     "hard_value",
     "search_batch",
+    "embedding_model",
     "strategy_options",
 )
 
@@ -163,6 +164,11 @@ class RunKnobs:
     # The value of that dimension a hard situation takes. None: the world's own (its
     # hard_value, else "hard"); convention.
     hard_value: str | None = _text(None)
+    # What situations' vectors come from: None, the offline hashed n-gram embedding (no model,
+    # deterministic); or a model spec whose backend embeds (an OpenAI-compatible endpoint's
+    # /v1/embeddings, e.g. "url:http://host:8080/v1"). Offline by default so a run needs no
+    # extra endpoint; convention.
+    embedding_model: str | None = _text(None)
     # Situations a strategy that learns (has tell) is asked for at a time; it is told their
     # rollouts before it is asked again. 8 lets a bandit move within a small run while
     # keeping rollouts in flight; a strategy that draws up front gets the whole run in one

@@ -44,7 +44,7 @@ from whileai.schema.files import (
     write_sidecar,
 )
 from whileai.schema.records import prompt_hash
-from whileai.simulations.behavior import situation_text, situation_vector
+from whileai.simulations.behavior import Embedder, situation_text
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import ResolvedModels, resolve_models
@@ -195,6 +195,7 @@ class _Call:
     graders: Graders
     backends: list[RunBackend]
     executor: _Executor
+    embedder: Embedder = attrs.field(factory=Embedder)
 
     @property
     def system_prompt(self) -> str:
@@ -417,12 +418,13 @@ async def _plan(
             call.resolved.writer,
             call.defaults.writer_prompt,
             warnings,
+            call.embedder,
         )
         return _Planned([], search.name, search.dimensions, search, search.vectors, known)
-    for plan in planned.plans:
-        planned.vectors[plan.scenario_id] = situation_vector(
-            situation_text(plan.situation.prompt, plan.spec)
-        )
+    texts = [situation_text(plan.situation.prompt, plan.spec) for plan in planned.plans]
+    vectors = await call.embedder.vectors(texts, warnings)
+    for plan, vector in zip(planned.plans, vectors, strict=True):
+        planned.vectors[plan.scenario_id] = vector
     planned.known_prompts = known
     return planned
 
@@ -889,6 +891,7 @@ async def _simulate_call(
             graders,
             backends,
             executor,
+            _embedder(knobs, reg, backends),
         )
         plans: list[PlannedSituation] | None = None
         first_run: str | None = None
@@ -909,6 +912,23 @@ async def _simulate_call(
         for problem in problems:
             _warn_once(data.warnings, problem)
     return results[0] if params.runs == 1 else results
+
+
+def _embedder(knobs: RunKnobs, registry: Registry, backends: list[RunBackend]) -> Embedder:
+    """``advanced["embedding_model"]`` as an Embedder: offline when unset; else the backend
+    its spec names, which must be able to ``embed`` (the run closes it)."""
+    spec = knobs.embedding_model
+    if spec is None:
+        return Embedder()
+    backend = registry.resolve("backend", spec)
+    add_backend(backends, spec, backend, "embedder", opened=True)
+    if not callable(getattr(backend, "embed", None)):
+        raise ValueError(
+            f"advanced['embedding_model']={spec!r} names a backend that cannot embed (no "
+            "embed(texts)); name an OpenAI-compatible endpoint, or leave it unset for the "
+            "offline vectors"
+        )
+    return Embedder(backend, spec)
 
 
 def _blocking(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:

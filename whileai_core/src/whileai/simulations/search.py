@@ -33,7 +33,7 @@ import attrs
 from whileai.registry import Registry
 from whileai.seeds import derive_seed
 from whileai.signatures import accepts
-from whileai.simulations.behavior import situation_text, situation_vector
+from whileai.simulations.behavior import Embedder, situation_text
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import Writer
 from whileai.simulations.params import RunParams
@@ -161,6 +161,7 @@ class Search:
     learns: bool
     balances: bool
     rng: random.Random
+    embedder: Embedder = attrs.field(factory=Embedder)
     plans: list[PlannedSituation] = attrs.field(factory=list)
     #: the vector of every situation written, by scenario id (memory only)
     vectors: dict[str, list[float]] = attrs.field(factory=dict)
@@ -185,6 +186,7 @@ class Search:
         writer: Writer,
         writer_prompt: str,
         warnings: list[str],
+        embedder: Embedder | None = None,
     ) -> Search:
         known = {k: list(v) for k, v in world.dimensions().items()}
         unknown = sorted(set(params.dimensions or {}) - set(known))
@@ -237,6 +239,7 @@ class Search:
             learns,
             balances,
             random.Random(derive_seed(params.seed, "strategy")),
+            embedder or Embedder(),
         )
 
     @property
@@ -349,9 +352,11 @@ class Search:
         by_index: dict[int, list[PlannedSituation]] = {}
         for plan in written.plans:
             by_index.setdefault(plan.index, []).append(plan)
-            self.vectors[plan.scenario_id] = situation_vector(
-                situation_text(plan.situation.prompt, plan.spec)
-            )
+        texts = [situation_text(p.situation.prompt, p.spec) for p in written.plans]
+        for plan, vector in zip(
+            written.plans, await self.embedder.vectors(texts, self.warnings), strict=True
+        ):
+            self.vectors[plan.scenario_id] = vector
         return [by_index[i] for i in sorted(by_index)]
 
     def _admit(self, plans: list[PlannedSituation]) -> str | None:

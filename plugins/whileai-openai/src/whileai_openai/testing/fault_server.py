@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import hashlib
 import json
 import socket
 import threading
@@ -202,7 +203,8 @@ class FaultApp:
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             reply = None
-            if method == "POST" and path.endswith("/chat/completions") and self._script:
+            answers = path.endswith(("/chat/completions", "/embeddings"))
+            if method == "POST" and answers and self._script:
                 reply = self._script.popleft()
         try:
             if method == "GET" and path.endswith("/models"):
@@ -216,6 +218,11 @@ class FaultApp:
                 )
             elif method == "POST" and path.endswith("/chat/completions"):
                 await self._answer(send, reply or Reply.ok(delay_s=self.latency_s), body)
+            elif method == "POST" and path.endswith("/embeddings"):
+                if reply is not None:
+                    await self._answer(send, reply, body)
+                else:
+                    await _send_json(send, 200, _embeddings(self.model, body))
             else:
                 await _send_json(send, 404, {"error": {"message": f"no route {method} {path}"}})
         finally:
@@ -316,6 +323,21 @@ class FaultApp:
                 "total_tokens": prompt_tokens + len(tokens),
             },
         }
+
+
+def _embeddings(model: str, body: Any) -> dict[str, Any]:
+    """Deterministic 8-number embeddings, one per input text: the first bytes of its
+    SHA-256, so equal texts embed equally and different ones apart."""
+    texts = body.get("input") if isinstance(body, dict) else None
+    if isinstance(texts, str):
+        texts = [texts]
+    data = []
+    for i, text in enumerate(texts or []):
+        digest = hashlib.sha256(str(text).encode("utf-8")).digest()
+        data.append(
+            {"object": "embedding", "index": i, "embedding": [b / 255 - 0.5 for b in digest[:8]]}
+        )
+    return {"object": "list", "model": model, "data": data}
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
