@@ -338,11 +338,29 @@ class MapElites:
             else:
                 key = self._pick_elite(rng)
                 elite = self._archive[key]
-                cell, change = self._mutate(elite.spec, rng)
-                reason = (
-                    f"map_elites: mutate elite of {key[0]} x {key[1]} "
-                    f"(quality {elite.quality:.2f}): {change}"
-                )
+                mutated = self._mutate(elite.spec, rng)
+                fresh = self._untried(rng) if mutated is None else None
+                if mutated is not None:
+                    cell, change = mutated
+                    reason = (
+                        f"map_elites: mutate elite of {key[0]} x {key[1]} "
+                        f"(quality {elite.quality:.2f}): {change}"
+                    )
+                elif fresh is not None:
+                    cell = fresh
+                    reason = (
+                        f"map_elites: every neighbour of elite {key[0]} x {key[1]} tried; "
+                        "a cell not tried yet"
+                    )
+                else:
+                    cell, change = self._mutate(elite.spec, rng, untried_only=False) or (
+                        dict(elite.spec),
+                        "nothing to change",
+                    )
+                    reason = (
+                        f"map_elites: mutate elite of {key[0]} x {key[1]} "
+                        f"(quality {elite.quality:.2f}): {change} (every cell tried)"
+                    )
             self._tried.add(_label({d: cell[d] for d in self._dims}))
             cell["arm"] = _label({d: cell[d] for d in self._dims})
             cell["selection_reason"] = reason
@@ -360,18 +378,21 @@ class MapElites:
         weights = [self._archive[k].quality + self.floor for k in keys]
         return rng.choices(keys, weights=weights)[0]
 
-    def _mutate(self, spec: Mapping[str, Any], rng: random.Random) -> tuple[dict[str, Any], str]:
-        """One value of ``spec`` changed, to a neighbouring cell not tried yet when there is
-        one (a neighbour differs in exactly one dimension)."""
+    def _mutate(
+        self, spec: Mapping[str, Any], rng: random.Random, *, untried_only: bool = True
+    ) -> tuple[dict[str, Any], str] | None:
+        """One value of ``spec`` changed: to a neighbouring cell (one dimension apart) not
+        tried yet; None when every neighbour has been tried (``untried_only=False``: any)."""
         cell = {d: spec.get(d, rng.choice(v)) for d, v in self._dims.items()}
         moves = [(d, v) for d, values in self._dims.items() for v in values if v != cell[d]]
+        if untried_only:
+            moves = [(d, v) for d, v in moves if _label({**cell, d: v}) not in self._tried]
         if not moves:
-            return cell, "nothing to change"
-        fresh = [(d, v) for d, v in moves if _label({**cell, d: v}) not in self._tried]
-        d, v = rng.choice(fresh or moves)
+            return None
+        d, v = rng.choice(moves)
         old = cell[d]
         cell[d] = v
-        return cell, f"{d} {old}->{v}" + ("" if fresh else " (every neighbour tried)")
+        return cell, f"{d} {old}->{v}"
 
     def tell(self, rows: Sequence[Mapping[str, Any]]) -> None:
         for scenario_id, group in _situations(rows).items():
