@@ -43,6 +43,8 @@ class _Connection(asyncio.Protocol):
         #: bytes of the current answer seen: a connection lost before any is safe to retry on
         self.received = 0
         self.closed = False
+        #: the message being parsed is an interim 1xx response, not the answer
+        self.interim = False
 
     # -- asyncio ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -50,6 +52,11 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.waiter is None:
+            # bytes no request asked for: whatever they are, they must never become the next
+            # request's answer, so the connection is dropped
+            self.close()
+            return
         self.received += len(data)
         try:
             self.parser.feed_data(data)
@@ -80,6 +87,14 @@ class _Connection(asyncio.Protocol):
             self.framed = True
 
     def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        # 100 Continue, 103 Early Hints: interim heads before the answer (101 switches
+        # protocols, which this client never asks for, so it is not skipped)
+        self.interim = 100 <= status < 200 and status != 101
+        if self.interim:
+            self.retry_after = None
+            self.framed = False
+            return
         self.headers_done = True
         self.keep_alive = self.parser.should_keep_alive()
 
@@ -87,6 +102,14 @@ class _Connection(asyncio.Protocol):
         self.chunks.append(body)
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            self.chunks = []
+            return
+        if self.waiter is None:
+            # a second answer to one request (or one nobody asked for): drop the connection
+            self.close()
+            return
         self._finish()
 
     # -- the exchange ----------------------------------------------------------------------
@@ -97,6 +120,7 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.framed = False
         self.headers_done = False
+        self.interim = False
         self.received = 0
         assert self.transport is not None
         self.transport.write(request)

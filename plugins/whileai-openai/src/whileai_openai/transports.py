@@ -9,9 +9,12 @@ gets to the server's own speed. Measured here (a 50 ms stub, 256 in flight, a wh
 call): about 80 us on ``httptools`` (:mod:`whileai_openai.http1`, keep-alive connections
 parsed by llhttp), about 160 us on aiohttp, and about 900 us on httpx even with its connections
 spread over small pools (one pool of 64 cost 6.6 ms: httpcore scans its connections on every
-request). ``auto``, the default, takes ``httptools`` unless the environment routes the
-endpoint through a proxy, which only aiohttp and httpx speak; httpx stays for environments that
-standardise on it.
+request). ``auto``, the default, is aiohttp: a well-kept client with TLS, proxies,
+compression and interim-response handling of its own, whose CPU per call is irrelevant at model
+latencies. ``httptools`` is an opt-in for a local high-throughput server (no proxies, no
+compression, no redirects); httpx stays for environments that standardise on it. Every one
+must pass tests/test_interim_responses.py: a 1xx interim head is skipped, and bytes no request
+asked for drop their connection, so no request is ever handed another's answer.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class Settings:
 
 def make_transport(name: str, settings: Settings) -> Transport:
     if name == "auto":
-        name = "aiohttp" if env_proxy(settings.base_url) is not None else "httptools"
+        name = "aiohttp"
     if name == "httptools":
         routed = env_proxy(settings.base_url)
         if routed is not None:
@@ -201,7 +204,24 @@ class HttpxTransport:
             raise TransportFailure("timeout", _describe(exc)) from None
         except httpx.TransportError as exc:
             raise TransportFailure("connection", _describe(exc)) from None
+        await self._drop_poisoned(pool)
         return Exchange(response.status_code, response.headers.get("retry-after"), response.content)
+
+    async def _drop_poisoned(self, pool: int) -> None:
+        """Close every idle connection of ``pool`` holding bytes no request asked for (a
+        stray extra response), which h11 would otherwise read as the next request's answer.
+        This reads httpcore's connection pool; tests/test_interim_responses.py fails if a
+        new httpcore moves what it reads."""
+        connections = getattr(
+            getattr(self._clients[pool]._transport, "_pool", None), "connections", ()
+        )
+        for connection in list(connections):
+            inner = getattr(connection, "_connection", None)
+            state = getattr(inner, "_h11_state", None)
+            if state is None or inner is None or not inner.is_idle():
+                continue
+            if state.trailing_data[0]:
+                await inner.aclose()
 
     async def aclose(self) -> None:
         for client in self._clients:
