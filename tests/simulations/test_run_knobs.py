@@ -64,6 +64,12 @@ def test_a_rate_or_kinds_the_caller_gives_replace_the_worlds_plan() -> None:
         ({"fault_rate": 0.5}, "fault_rate"),
         ({"max_turns": 2}, "max_turns"),
         ({"agent_model": "fake:slow-agent"}, "agent_model"),
+        ({"user_model": "fake:silent-user"}, "user_model"),
+        ({"max_tool_calls": 2}, "max_tool_calls"),
+        ({"sampling": {"top_p": 0.5}}, "sampling"),
+        ({"logprobs": True}, "logprobs"),
+        ({"advanced": {"agent_temperature": 0.1}}, r"advanced\.agent_temperature"),
+        ({"advanced": {"fault_kinds": ["timeout"]}}, r"advanced\.fault_kinds"),
         ({"seed": 9}, "seed"),
     ],
 )
@@ -76,3 +82,74 @@ def test_resume_refuses_a_run_started_under_other_rollout_settings(
     with pytest.raises(ValueError, match=f"started with other settings: .*{named}: saved"):
         run(output=out, resume=True, **given)
     run(unique=2, repeats=1, fault_rate=0.2, output=out, resume=True)  # unchanged: resumes
+
+
+def test_resume_may_change_how_fast_a_run_goes(tmp_path: Any) -> None:
+    out = str(tmp_path / "run.jsonl")
+    run(unique=2, repeats=1, output=out)
+    again = run(unique=2, repeats=1, output=out, resume=True, advanced={"max_concurrency": 3})
+    assert len(again.rows) == 2
+
+
+def test_resume_refuses_rows_without_their_sidecar(tmp_path: Any) -> None:
+    out = tmp_path / "run.jsonl"
+    run(unique=2, repeats=1, output=str(out))
+    (tmp_path / "run.meta.json").unlink()
+    with pytest.raises(ValueError, match=r"has 2 rows and no sidecar \(run.meta.json\)"):
+        run(unique=2, repeats=1, output=str(out), resume=True)
+
+
+def test_resume_refuses_rows_another_run_appended(tmp_path: Any) -> None:
+    out = tmp_path / "run.jsonl"
+    other = tmp_path / "other.jsonl"
+    run(unique=2, repeats=1, output=str(out))
+    run(unique=2, repeats=1, seed=5, output=str(other))
+    with out.open("a") as f:
+        f.write(other.read_text())
+    with pytest.raises(ValueError, match=r"2 of the 4 rows in .* belong to another run"):
+        run(unique=2, repeats=1, output=str(out), resume=True)
+
+
+def test_a_second_writer_on_one_output_is_refused(tmp_path: Any) -> None:
+    from whileai.schema.files import OutputBusy, OutputLock
+
+    out = tmp_path / "run.jsonl"
+    held = OutputLock.take(out)  # as a run in another process holds it
+    try:
+        with pytest.raises(OutputBusy, match=r"being written by another run \(pid \d+\)"):
+            run(unique=1, repeats=1, output=str(out))
+    finally:
+        held.release()
+    assert len(run(unique=1, repeats=1, output=str(out)).rows) == 1  # free again
+    assert not (tmp_path / "run.jsonl.lock").exists()
+
+
+def test_a_killed_runs_temporary_files_are_removed_on_the_next_open(tmp_path: Any) -> None:
+    out = tmp_path / "run.jsonl"
+    run(unique=1, repeats=1, output=str(out))
+    stale = tmp_path / ".run.meta.json.999999999.tmp"  # no such process
+    stale.write_text("{half")
+    data = run(unique=1, repeats=1, output=str(out), resume=True)
+    assert not stale.exists()
+    assert any("temporary file" in w for w in data.warnings)
+
+
+def test_readers_of_a_run_file_count_each_rollout_once(tmp_path: Any) -> None:
+    from whileai.schema.source import DuplicateRowsWarning
+
+    out = tmp_path / "run.jsonl"
+    data = run(unique=3, repeats=2, output=str(out))
+    lines = out.read_text().splitlines(keepends=True)
+    with out.open("a") as f:
+        f.writelines(lines[:3])  # a second writer appended three rollouts again
+    with pytest.warns(DuplicateRowsWarning, match="3 rows repeat a rollout already read"):
+        from_file = wai.pass_at(str(out))
+    assert from_file.pass_at_1 == data.pass_at.pass_at_1
+
+
+def test_a_half_written_sidecar_names_its_file(tmp_path: Any) -> None:
+    out = tmp_path / "run.jsonl"
+    run(unique=1, repeats=1, output=str(out))
+    (tmp_path / "run.meta.json").write_text('{"metadata": {"run_')
+    with pytest.raises(ValueError, match=r"run.meta.json is not a readable whileai run sidecar"):
+        run(unique=1, repeats=1, output=str(out), resume=True)

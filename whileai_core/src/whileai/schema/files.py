@@ -150,6 +150,76 @@ def read_jsonl(
     return FileRows(target, rows, numbers)
 
 
+class OutputBusy(RuntimeError):
+    """Another run is writing the output file."""
+
+
+class OutputLock:
+    """An exclusive lock on a run's output, so two runs never write one file: a lock file
+    beside it (``<output>.lock``, holding the owner's pid) under ``fcntl.flock``, which the
+    kernel releases when the process dies, so a killed run never leaves it held."""
+
+    def __init__(self, path: Path, handle: IO[str]) -> None:
+        self.path = path
+        self._handle: IO[str] | None = handle
+
+    @classmethod
+    def take(cls, output: str | os.PathLike[str]) -> OutputLock:
+        import fcntl
+
+        target = Path(output)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path = target.with_name(target.name + ".lock")
+        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            handle.close()
+            raise OutputBusy(
+                f"output={str(target)!r} is being written by another run (pid {owner}); two "
+                "runs on one file would mix their rows: wait for it, or choose another path"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return cls(path, handle)
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing drops the flock
+            self._handle = None
+            self.path.unlink(missing_ok=True)
+
+
+def remove_stale_temporaries(output: str | os.PathLike[str]) -> int:
+    """Remove the temporary files a killed run left beside ``output`` (its rows' and its
+    sidecar's, ``.<name>.<pid>.tmp``) when their process is gone; returns how many."""
+    target = Path(output)
+    removed = 0
+    for name in (target.name, sidecar_path(target).name):
+        for tmp in target.parent.glob(f".{name}.*.tmp"):
+            pid = tmp.name[len(name) + 2 : -len(".tmp")]
+            if pid.isdigit() and not _alive(int(pid)):
+                tmp.unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_sidecar(path: str | os.PathLike[str], content: Mapping[str, Any]) -> None:
     """Replace the sidecar atomically: a reader sees the old file or the new one, never half."""
     target = Path(path)
@@ -167,7 +237,13 @@ def read_sidecar(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not target.exists():
         return None
     with open(target, encoding="utf-8") as f:
-        value = json.load(f)
+        try:
+            value = json.load(f)
+        except ValueError as exc:
+            raise ValueError(
+                f"{target} is not a readable whileai run sidecar ({exc}); it may be half "
+                "written: restore it or remove it"
+            ) from None
     if not isinstance(value, dict):
         raise ValueError(f"{target} is not a whileai run sidecar (not a JSON object)")
     return value

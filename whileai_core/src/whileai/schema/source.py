@@ -19,13 +19,14 @@ it calls a model, with errors naming the file and line when the rows came from o
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from whileai.schema.files import read_jsonl, read_sidecar, sidecar_path
+from whileai.schema.files import FileRows, read_jsonl, read_sidecar, sidecar_path
 from whileai.schema.records import RowError, check_row
 
 
@@ -124,6 +125,29 @@ def _carried(source: Any, what: str) -> Sequence[Mapping[str, Any]]:
     raise TypeError(f"{what}: .rows of a {type(source).__name__} is {rows!r}, not a list of rows")
 
 
+def _unique_rollouts(read: FileRows) -> FileRows:
+    seen: set[str] = set()
+    rows, lines = [], []
+    for row, line in zip(read.rows, read.lines, strict=True):
+        lineage = row.get("lineage")
+        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+        if isinstance(key, str):
+            if key in seen:
+                continue
+            seen.add(key)
+        rows.append(row)
+        lines.append(line)
+    dropped = len(read.rows) - len(rows)
+    if dropped:
+        warnings.warn(
+            f"{read.path}: {dropped} rows repeat a rollout already read (same "
+            "lineage.rollout_key); each rollout is counted once",
+            DuplicateRowsWarning,
+            stacklevel=4,
+        )
+    return FileRows(read.path, rows, lines)
+
+
 def _wrong(what: str, source: Any) -> str:
     message = (
         f"{what} must be a list of rows (mappings), a run (simulate()'s result or a ScoredData) "
@@ -134,10 +158,16 @@ def _wrong(what: str, source: Any) -> str:
     return message
 
 
+class DuplicateRowsWarning(UserWarning):
+    """A run file held the same rollout more than once (two writers, or rows appended twice);
+    every reader keeps the first and says how many it dropped."""
+
+
 def _from_file(path: Path, what: str) -> RowSource:
     """A saved run: its rows as written, which never carry the privileged block, and what its
-    sidecar says of the run (metadata, system prompts, repeat policy)."""
-    read = read_jsonl(path, what=what)
+    sidecar says of the run (metadata, system prompts, repeat policy). A rollout written more
+    than once (by its ``lineage.rollout_key``) is read once, with a warning."""
+    read = _unique_rollouts(read_jsonl(path, what=what))
     sidecar = read_sidecar(sidecar_path(path)) or {}
     metadata = dict(sidecar.get("metadata") or {})
     policy = (sidecar.get("report") or {}).get("repeat_policy") or metadata.get("repeat_policy")

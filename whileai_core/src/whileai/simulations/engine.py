@@ -36,9 +36,11 @@ from whileai.graders import Graders, MarkerSet, resolve_graders
 from whileai.registry import Registry, get_registry, notify
 from whileai.schema.export import export_row
 from whileai.schema.files import (
+    OutputLock,
     RowWriter,
     read_jsonl,
     read_sidecar,
+    remove_stale_temporaries,
     resume_mismatch,
     sidecar_path,
     write_sidecar,
@@ -71,6 +73,11 @@ from whileai.worlds import FaultPlan, World, WorldDefaults, world_defaults
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+#: RunKnobs a resumed run may change: they set how fast a run goes, never what its rows say.
+KNOBS_THAT_DO_NOT_CHANGE_ROWS = frozenset(
+    {"max_concurrency", "progress_refresh_per_second", "fsync_rows"}
+)
 
 #: Bumped whenever the same parameters would plan different situations or seeds.
 PLAN_VERSION = 2
@@ -171,8 +178,19 @@ def _resume_plan(call: _Call, sha: str) -> dict[str, Any]:
         "hard_share": params.hard_share,
         "system_prompt_sha": sha,
         "agent_model": call.resolved.agent_spec,
+        "user_model": call.resolved.user_spec,
         "max_turns": params.max_turns,
+        "max_tool_calls": params.max_tool_calls,
         "fault_rate": params.fault_rate,
+        "sampling": params.sampling,
+        "logprobs": params.logprobs,
+        "judge": params.judge if isinstance(params.judge, str | None) else "object",
+        "llm_grade": params.llm_grade,
+        **{
+            f"advanced.{name}": value
+            for name, value in call.knobs.as_dict().items()
+            if name not in KNOBS_THAT_DO_NOT_CHANGE_ROWS
+        },
         "tasks": None
         if params.tasks is None
         else prompt_hash(
@@ -211,6 +229,8 @@ class _Opened:
     run_id: str
     created: str
     existing: list[dict[str, Any]]
+    #: the exclusive lock on the output, held until the run closes
+    lock: OutputLock | None = None
 
 
 @attrs.define
@@ -270,51 +290,59 @@ async def _run_once(
     warnings = list(call.resolved.warnings)
     sha = prompt_hash(call.system_prompt)
     opened = _open(call, output, sha, warnings)
-    planned = await _plan(call, plans, opened, replayed_from, warnings)
-    planned.run_index = run_index
-    ctx = _context(call, opened.run_id, sha)
-    markers, marker_problems = MarkerSet.from_registry(call.registry)
-    warnings.extend(marker_problems)
-    # In process, the rows are graded by the run's own live judges, world and markers.
-    runs_on = call.executor.executor or InProcessExecutor(
-        JobRunner(ctx, call.graders.grader, call.graders.llm_grader, markers, warnings=warnings)
-    )
-    total = planned.planned_rollouts(call.params)
-    record = _record(call, opened, planned, sha, total, replayed_from)
-
-    def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
-        first = next((t.get("model_version") for t in trajectories if t.get("model_version")), None)
-        record.metadata["model_version"] = first
-        return Simulation(
-            trajectories=trajectories,
-            metadata=record.metadata,
-            system_prompts={sha: call.system_prompt},
-            warnings=warnings,
-            degraded=list(call.resolved.degraded),
-            report_fields=record.report_fields,
-            output=output,
-            registry=call.registry,
-        )
-
-    state = _start(call, opened, record, simulation, total, warnings)
-    before = snapshot(call.backends)
-    watcher = asyncio.ensure_future(
-        _watch_retries(
-            state.progress, call.backends, before, 1.0 / call.knobs.progress_refresh_per_second
-        )
-    )
     try:
-        with state.progress:
-            await _execute_plan(call, planned, state, runs_on, _describe(call, ctx), replayed_from)
-            await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
-            state.progress.backend_retries(retries_so_far(call.backends, before))
+        planned = await _plan(call, plans, opened, replayed_from, warnings)
+        planned.run_index = run_index
+        ctx = _context(call, opened.run_id, sha)
+        markers, marker_problems = MarkerSet.from_registry(call.registry)
+        warnings.extend(marker_problems)
+        # In process, the rows are graded by the run's own live judges, world and markers.
+        runs_on = call.executor.executor or InProcessExecutor(
+            JobRunner(ctx, call.graders.grader, call.graders.llm_grader, markers, warnings=warnings)
+        )
+        total = planned.planned_rollouts(call.params)
+        record = _record(call, opened, planned, sha, total, replayed_from)
+
+        def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
+            first = next(
+                (t.get("model_version") for t in trajectories if t.get("model_version")), None
+            )
+            record.metadata["model_version"] = first
+            return Simulation(
+                trajectories=trajectories,
+                metadata=record.metadata,
+                system_prompts={sha: call.system_prompt},
+                warnings=warnings,
+                degraded=list(call.resolved.degraded),
+                report_fields=record.report_fields,
+                output=output,
+                registry=call.registry,
+            )
+
+        state = _start(call, opened, record, simulation, total, warnings)
+        before = snapshot(call.backends)
+        watcher = asyncio.ensure_future(
+            _watch_retries(
+                state.progress, call.backends, before, 1.0 / call.knobs.progress_refresh_per_second
+            )
+        )
+        try:
+            with state.progress:
+                await _execute_plan(
+                    call, planned, state, runs_on, _describe(call, ctx), replayed_from
+                )
+                await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
+                state.progress.backend_retries(retries_so_far(call.backends, before))
+        finally:
+            watcher.cancel()
+            if state.writer is not None:
+                state.writer.close()
+        data = _report(call, planned, record, state, before, simulation, warnings)
+        _close(call, opened, data, warnings)
+        return data, planned.plans
     finally:
-        watcher.cancel()
-        if state.writer is not None:
-            state.writer.close()
-    data = _report(call, planned, record, state, before, simulation, warnings)
-    _close(call, opened, data, warnings)
-    return data, planned.plans
+        if opened.lock is not None:
+            opened.lock.release()
 
 
 def _run_fault_plan(call: _Call) -> FaultPlan | None:
@@ -352,14 +380,30 @@ def _fault_report(call: _Call) -> tuple[FaultPlan, float, str]:
 
 
 def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Opened:
-    """Read what ``output`` already holds: refuse to overwrite a run, or resume it when its
-    plan matches (its run id, its rows, each once)."""
-    params = call.params
+    """Take the output for this run and read what it already holds: refuse to overwrite a
+    run, refuse a second writer, or resume a run when its plan matches and its rows are its
+    own (its run id, its rows, each once)."""
     opened = _Opened(
         output, uuid.uuid4().hex[:12], dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), []
     )
     if output is None:
         return opened
+    opened.lock = OutputLock.take(output)
+    try:
+        _read_existing(call, opened, output, sha, warnings)
+    except BaseException:
+        opened.lock.release()
+        raise
+    return opened
+
+
+def _read_existing(
+    call: _Call, opened: _Opened, output: str, sha: str, warnings: list[str]
+) -> None:
+    params = call.params
+    removed = remove_stale_temporaries(output)
+    if removed:
+        warnings.append(f"removed {removed} temporary file(s) a killed run left beside {output}")
     side = read_sidecar(sidecar_path(output))
     on_disk = read_jsonl(
         output, what="output", tail="cut" if params.resume else "drop", missing_ok=True
@@ -368,6 +412,12 @@ def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Op
         raise FileExistsError(
             f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
             "to continue it, or choose another path"
+        )
+    if params.resume and side is None and on_disk:
+        raise ValueError(
+            f"resume=True, but {output!r} has {len(on_disk)} rows and no sidecar "
+            f"({sidecar_path(output).name}) saying which run wrote them, so nothing shows they "
+            "belong to this one; restore the sidecar, or start a fresh output"
         )
     if params.resume and side is not None:
         plan = _resume_plan(call, sha)
@@ -378,6 +428,13 @@ def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Op
             )
         opened.run_id = str(side["metadata"].get("run_id", opened.run_id))
         opened.created = str(side["metadata"].get("created", opened.created))
+        strangers = [r for r in on_disk if (r.get("lineage") or {}).get("run_id") != opened.run_id]
+        if strangers:
+            raise ValueError(
+                f"resume=True, but {len(strangers)} of the {len(on_disk)} rows in {output!r} "
+                f"belong to another run than {opened.run_id} (its sidecar's); they would mix "
+                "into this one: remove them, or start a fresh output"
+            )
     seen: set[str] = set()
     for row in on_disk:
         key = _key_of(row)
@@ -387,7 +444,6 @@ def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Op
         opened.existing.append(row)
     if len(opened.existing) < len(on_disk):
         warnings.append(f"{len(on_disk) - len(opened.existing)} duplicate rows in {output} ignored")
-    return opened
 
 
 async def _plan(
