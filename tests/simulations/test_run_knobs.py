@@ -153,3 +153,31 @@ def test_a_half_written_sidecar_names_its_file(tmp_path: Any) -> None:
     (tmp_path / "run.meta.json").write_text('{"metadata": {"run_')
     with pytest.raises(ValueError, match=r"run.meta.json is not a readable whileai run sidecar"):
         run(unique=1, repeats=1, output=str(out), resume=True)
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "says"),
+    [
+        ({"strategy": 42}, TypeError, r"strategy=42 has neither ask"),
+        ({"tasks": [1]}, ValueError, r"tasks\[0\] must be a prompt string"),
+        ({"output": ""}, ValueError, r"output must be the path of a JSONL file"),
+        ({"sampling": {"temperature": -5}}, ValueError, r"sampling\['temperature'\] must be"),
+        ({"sampling": {"max_tokens": -1}}, ValueError, r"sampling\['max_tokens'\] must be a whole"),
+        (
+            {"strategy": "alternate", "arm_weights": {"a": float("nan")}},
+            ValueError,
+            r"arm_weights must be \{arm: finite weight >= 0\}",
+        ),
+        ({"repeats": 10**8}, ValueError, r"the plan is 100,000,000 rollouts .* above the"),
+    ],
+)
+def test_bad_input_is_refused_at_the_door_naming_the_argument(
+    given: dict[str, Any], error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=says):
+        run(unique=1, **given)
+
+
+def test_a_registry_that_is_not_one_is_named() -> None:
+    with pytest.raises(TypeError, match=r"registry= must be a whileai Registry .* got str 'x'"):
+        wai.simulate(registry="x", unique=1)  # type: ignore[arg-type]

@@ -142,7 +142,7 @@ def test_a_strategy_that_cannot_propose_is_refused_by_name() -> None:
     class Mute:
         name = "mute"
 
-    with pytest.raises(TypeError, match="strategy 'mute' has neither ask"):
+    with pytest.raises(TypeError, match="strategy='mute' has neither ask"):
         run(unique=2, repeats=1, strategy=Mute())
 
 

@@ -451,7 +451,14 @@ def default_registry() -> Registry:
 
 def get_registry(registry: Registry | None = None) -> Registry:
     """``registry`` if given, else the process's entry-point registry."""
-    return registry if registry is not None else default_registry()
+    if registry is None:
+        return default_registry()
+    if not isinstance(registry, Registry):
+        raise TypeError(
+            f"registry= must be a whileai Registry (Registry.load() or "
+            f"Registry.from_plugins(...)), got {type(registry).__name__} {registry!r}"
+        )
+    return registry
 
 
 def plugins(registry: Registry | None = None) -> PluginTable:

@@ -9,6 +9,8 @@ is an error.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -212,6 +214,40 @@ class RunParams:
         return self.system_prompt
 
 
+#: The most rollouts one run plans: a plan is held in memory before the first rollout, and
+#: ten million jobs are about 10 GB; a larger eval is several runs (or resumed chunks).
+MAX_PLANNED_ROLLOUTS = 10_000_000
+
+#: What sampling= may set, with the same bounds advanced= gives the knobs' temperatures and
+#: token caps.
+SAMPLING_BOUNDS: dict[str, tuple[float, float, type]] = {
+    "temperature": (0.0, 2.0, float),
+    "top_p": (0.0, 1.0, float),
+    "max_tokens": (1, 32768, int),
+    "seed": (-(2**63), 2**63 - 1, int),
+}
+
+
+def _check_sampling(sampling: Mapping[str, Any]) -> None:
+    for key, value in sampling.items():
+        bounds = SAMPLING_BOUNDS.get(key)
+        if bounds is None or value is None:
+            continue
+        floor, ceiling, kind = bounds
+        whole = kind is int
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (whole and not isinstance(value, int))
+            or not math.isfinite(value)
+            or not floor <= value <= ceiling
+        ):
+            kind_text = "a whole number" if whole else "a number"
+            raise ValueError(
+                f"sampling[{key!r}] must be {kind_text} in [{floor}, {ceiling}], got {value!r}"
+            )
+
+
 def resolve_params(given: Mapping[str, Any]) -> RunParams:
     """Fill defaults and check every value; errors name the parameter and what was wrong."""
     values = {p.name: p.default for p in PARAMETERS}
@@ -253,6 +289,14 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
         * values["requests_per_situation"]
         * values["rollouts_per_request"]
     )
+    if planned > MAX_PLANNED_ROLLOUTS:
+        raise ValueError(
+            f"the plan is {planned:,} rollouts (unique_situations="
+            f"{values['unique_situations']} x requests_per_situation="
+            f"{values['requests_per_situation']} x rollouts_per_request="
+            f"{values['rollouts_per_request']}), above the {MAX_PLANNED_ROLLOUTS:,} one run "
+            "plans at most; split it over runs or lower one of them"
+        )
     if values["tasks"] is None and budget is not None and planned > budget:
         raise ValueError(
             f"budget={budget} is below the planned {planned} rollouts (unique_situations="
@@ -272,9 +316,10 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
     weights = values["arm_weights"]
     if weights is not None:
         if not isinstance(weights, Mapping) or any(
-            isinstance(w, bool) or not isinstance(w, int | float) or w < 0 for w in weights.values()
+            isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < 0
+            for w in weights.values()
         ):
-            raise ValueError("arm_weights must be {arm: weight >= 0}")
+            raise ValueError(f"arm_weights must be {{arm: finite weight >= 0}}, got {weights!r}")
         values["arm_weights"] = {str(k): float(w) for k, w in weights.items()}
     sampling = values["sampling"]
     if sampling is not None and not isinstance(sampling, Mapping):
@@ -282,6 +327,8 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
             f"sampling must be a mapping such as {{'temperature': 0.7}}, got {sampling!r}"
         )
     values["sampling"] = dict(sampling) if sampling is not None else None
+    if sampling is not None:
+        _check_sampling(values["sampling"])
     tasks = values["tasks"]
     if tasks is not None:
         if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence) or not tasks:
@@ -291,6 +338,10 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
         if not isinstance(values[flag], bool):
             raise TypeError(f"{flag} must be True or False, got {values[flag]!r}")
     if values["output"] is not None:
+        if not isinstance(values["output"], str | os.PathLike) or not str(values["output"]).strip():
+            raise ValueError(
+                f"output must be the path of a JSONL file to write, got {values['output']!r}"
+            )
         values["output"] = str(values["output"])
     if values["resume"] and values["output"] is None:
         raise ValueError("resume=True needs output= (the JSONL file of the run to continue)")

@@ -219,9 +219,13 @@ class Search:
             learns = False
             strategy = UpFront(chosen, params.unique_situations)
         else:
+            shown = (
+                repr(name) if hasattr(chosen, "name") or isinstance(chosen, str) else repr(chosen)
+            )
             raise TypeError(
-                f"strategy {name!r} has neither ask(dimensions, n, rng, arm_weights) nor "
-                "choose(dimensions, n, rng, arm_weights): it cannot propose situations"
+                f"strategy={shown} has neither ask(dimensions, n, rng, arm_weights) nor "
+                "choose(dimensions, n, rng, arm_weights): it cannot propose situations; pass a "
+                "registered strategy name ('grid', 'bandit', ...) or such an object"
             )
         dim, hard = knobs.hard_end()
         asker = strategy.ask if not isinstance(strategy, UpFront) else chosen.choose
