@@ -99,3 +99,89 @@ def test_a_stray_extra_response_never_becomes_the_next_requests_answer(name: str
     assert all(body != (200, {"n": "stray"}) for body in got), got
     # the poisoned connection is dropped: every later request gets its own answer
     assert got[1:] == [(200, {"n": 2}), (200, {"n": 3})]
+
+
+def gzipped(body: object) -> bytes:
+    import gzip
+
+    data = gzip.compress(json.dumps(body).encode())
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+    return head + b"Content-Length: %d\r\n\r\n" % len(data) + data
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_an_uninvited_gzip_body_is_decoded(name: str) -> None:
+    got = asyncio.run(exchange_bodies(name, lambda n: gzipped({"n": n}), 2))
+    assert got == [(200, {"n": 1}), (200, {"n": 2})]
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_oversized_response_headers_are_refused_not_read(name: str) -> None:
+    huge = "X-Padding: " + "a" * 20_000 + "\r\n"
+    got = asyncio.run(exchange_bodies(name, lambda n: answer({"n": n}, extra=huge), 1))
+    assert got == [("failed", "connection")]
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_a_redirect_is_never_read_as_a_completion(name: str) -> None:
+    from whileai.backends import BackendError
+    from whileai_openai.backend import OpenAICompatibleBackend
+
+    completion = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "moved"}}],
+    }
+
+    async def go() -> None:
+        server, url = await serve(
+            lambda n: answer(completion, "302 Found", extra="Location: http://elsewhere/\r\n")
+        )
+        backend = OpenAICompatibleBackend(
+            name="redirected", base_url=url, model="m", transport=name
+        )
+        try:
+            await backend.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await backend.aclose()
+            server.close()
+            await server.wait_closed()
+
+    with pytest.raises(BackendError, match="answered HTTP 302, not a completion"):
+        asyncio.run(go())
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_a_base_url_with_a_space_is_percent_encoded(name: str) -> None:
+    seen: list[bytes] = []
+
+    async def go() -> object:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            seen.append(head.split(b"\r\n", 1)[0])
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            writer.write(answer({"ok": True}))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        url = f"http://127.0.0.1:{port}/my models/v1"
+        transport = make_transport(
+            name,
+            Settings(
+                headers={}, concurrency=1, timeout=5.0, connect_timeout=2.0, tls=None, base_url=url
+            ),
+        )
+        try:
+            got = await transport.send("POST", f"{url}/chat/completions", b"{}", 0)
+            return json.loads(got.content)
+        finally:
+            await transport.aclose()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(go()) == {"ok": True}
+    assert seen == [b"POST /my%20models/v1/chat/completions HTTP/1.1"]

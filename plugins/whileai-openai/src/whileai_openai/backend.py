@@ -471,6 +471,14 @@ class OpenAICompatibleBackend:
             excerpt = self._redact(answer.text)[:_BODY_EXCERPT].strip()
             message = f"{where} answered HTTP {status}" + (f": {excerpt}" if excerpt else "")
             return _Failure(kind, message, is_retryable_status(status), retry_after)
+        if not 200 <= status < 300:
+            # a redirect (never followed) or a stray interim head: not an answer, whatever the
+            # body holds
+            return _Failure(
+                f"http_{status}",
+                f"{where} answered HTTP {status}, not a completion (redirects are not followed)",
+                retryable=False,
+            )
         try:
             return json.loads(answer.content)
         except (json.JSONDecodeError, UnicodeDecodeError):

@@ -17,13 +17,15 @@ as they are), HTTP/2.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import ssl
 import urllib.parse
+import zlib
 from collections.abc import Mapping
 
 import httptools
 
-from whileai_openai.transports import Exchange, TransportFailure
+from whileai_openai.transports import MAX_HEADER_BYTES, Exchange, TransportFailure
 
 
 class _Connection(asyncio.Protocol):
@@ -45,6 +47,10 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         #: the message being parsed is an interim 1xx response, not the answer
         self.interim = False
+        #: bytes of header lines seen for the current message, capped as aiohttp and httpx do
+        self.header_bytes = 0
+        #: the answer's Content-Encoding (none is asked for; a server may send one anyway)
+        self.encoding = ""
 
     # -- asyncio ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -78,7 +84,18 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools callbacks ---------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value) + 4
+        if self.header_bytes > MAX_HEADER_BYTES:
+            self._fail(
+                TransportFailure(
+                    "connection", f"the answer's headers exceed {MAX_HEADER_BYTES} bytes"
+                )
+            )
+            self.close()
+            return
         lowered = name.lower()
+        if lowered == b"content-encoding":
+            self.encoding = value.decode("latin-1").strip().lower()
         if lowered == b"retry-after":
             self.retry_after = value.decode("latin-1").strip()
         elif lowered == b"content-length" or (
@@ -94,6 +111,8 @@ class _Connection(asyncio.Protocol):
         if self.interim:
             self.retry_after = None
             self.framed = False
+            self.header_bytes = 0
+            self.encoding = ""
             return
         self.headers_done = True
         self.keep_alive = self.parser.should_keep_alive()
@@ -121,6 +140,8 @@ class _Connection(asyncio.Protocol):
         self.framed = False
         self.headers_done = False
         self.interim = False
+        self.header_bytes = 0
+        self.encoding = ""
         self.received = 0
         assert self.transport is not None
         self.transport.write(request)
@@ -129,7 +150,14 @@ class _Connection(asyncio.Protocol):
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             status = self.parser.get_status_code()
-            waiter.set_result(Exchange(status, self.retry_after, b"".join(self.chunks)))
+            try:
+                body = _decoded(b"".join(self.chunks), self.encoding)
+            except (OSError, zlib.error) as exc:
+                waiter.set_exception(
+                    TransportFailure("connection", f"unreadable {self.encoding} body: {exc}")
+                )
+            else:
+                waiter.set_result(Exchange(status, self.retry_after, body))
         self.chunks = []
 
     def _fail(self, failure: TransportFailure) -> None:
@@ -145,6 +173,20 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+
+def _decoded(body: bytes, encoding: str) -> bytes:
+    """``body`` without its Content-Encoding (gzip, deflate); as it is for none."""
+    if encoding in ("", "identity"):
+        return body
+    if encoding in ("gzip", "x-gzip"):
+        return gzip.decompress(body)
+    if encoding == "deflate":
+        try:
+            return zlib.decompress(body)
+        except zlib.error:
+            return zlib.decompress(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send
+    raise OSError(f"Content-Encoding {encoding!r} is not one this transport decodes")
 
 
 def _header_block(headers: Mapping[str, str]) -> bytes:
@@ -197,7 +239,9 @@ class Http1Transport:
             if not url.startswith(self._origin):
                 raise ValueError(f"{url!r} is not on this transport's endpoint {self._origin!r}")
             parts = urllib.parse.urlsplit(url)
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            # a space (or anything outside ASCII) in the path would split the request line
+            path = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+            path += f"?{parts.query}" if parts.query else ""
             line = self._targets[url] = path.encode("ascii")
         return method.encode("ascii") + b" " + line + b" HTTP/1.1\r\n"
 

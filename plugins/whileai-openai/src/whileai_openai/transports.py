@@ -30,6 +30,9 @@ import httpx
 import yarl
 
 NAMES = ("auto", "httptools", "aiohttp", "httpx")
+#: Header bytes an answer may carry: aiohttp refuses a longer header line by itself
+#: (8190 bytes); httptools and httpx are held to the same by this client.
+MAX_HEADER_BYTES = 8 * 1024
 #: Connections per httpx pool (see the module docstring for why pools are small).
 HTTPX_CONNECTIONS_PER_POOL = 4
 
@@ -205,6 +208,11 @@ class HttpxTransport:
         except httpx.TransportError as exc:
             raise TransportFailure("connection", _describe(exc)) from None
         await self._drop_poisoned(pool)
+        size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+        if size > MAX_HEADER_BYTES:
+            raise TransportFailure(
+                "connection", f"the answer's headers exceed {MAX_HEADER_BYTES} bytes"
+            )
         return Exchange(response.status_code, response.headers.get("retry-after"), response.content)
 
     async def _drop_poisoned(self, pool: int) -> None:
