@@ -181,3 +181,62 @@ def test_bad_input_is_refused_at_the_door_naming_the_argument(
 def test_a_registry_that_is_not_one_is_named() -> None:
     with pytest.raises(TypeError, match=r"registry= must be a whileai Registry .* got str 'x'"):
         wai.simulate(registry="x", unique=1)  # type: ignore[arg-type]
+
+
+def test_one_served_model_under_two_specs_is_the_same_model() -> None:
+    from whileai.simulations.models import same_model
+    from whileai.testing import BackendsPlugin, ScriptedBackend
+
+    def served(name: str, base_url: str, model: str | None) -> ScriptedBackend:
+        backend = ScriptedBackend(name, lambda m, t: "Your order is shipped. [DONE]")
+        backend.base_url, backend.model = base_url, model  # type: ignore[attr-defined]
+        return backend
+
+    agent = served("a", "http://gpu:8000/v1", "qwen-7b")
+    user = served("b", "http://gpu:8000/v1/", None)  # asks the endpoint for what it serves
+    other = served("c", "http://gpu:9000/v1", "llama-8b")
+    assert same_model(agent, "a", user, "b")
+    assert not same_model(agent, "a", other, "c")
+    data = wai.simulate(
+        registry=d.registry(
+            BackendsPlugin(
+                agent=lambda argument=None, **_: agent, user=lambda argument=None, **_: user
+            )
+        ),
+        agent_model="agent",
+        user_model="user",
+        simulator="template",
+        unique=1,
+        repeats=1,
+        advanced={"world": "tinyshop"},
+    )
+    assert data.degraded == ["same_model"]
+    assert any("also played the user" in w for w in data.warnings)
+
+
+class ModelJudge:
+    """A judge that runs on a model, given the run's judge model as backend=."""
+
+    name = "modeljudge"
+    version = "1"
+
+    def __init__(self, backend: str, registry: Any) -> None:
+        self.backend = registry.resolve("backend", backend)
+
+    def __call__(self, row: Any) -> float:
+        return 1.0
+
+
+class Judges:
+    @hookimpl
+    def whileai_register_judges(self, register: Any) -> None:
+        register("modeljudge", ModelJudge)
+
+
+def test_the_run_metadata_names_the_judges_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WHILEAI_JUDGE", "fake:judge")
+    params = {**d.BASE, "unique": 1, "repeats": 1}
+    data = wai.simulate(registry=d.registry(Judges()), judge="modeljudge", **params)
+    assert data.metadata["judge"] == "modeljudge"
+    assert data.metadata["judge_model"] == "fake:judge"
+    assert run(unique=1, repeats=1).metadata["judge_model"] is None  # the world's checks

@@ -602,6 +602,8 @@ def _record(
         "writer_model": writer_model,
         "user_model": resolved.user_spec if params.max_turns > 1 else None,
         "judge": grader_name,
+        #: the model the judge runs on, when it runs on one
+        "judge_model": _judge_model(call),
         "world": {"name": world.name, "version": getattr(world, "version", None)},
         "system_prompt_sha": sha,
         "planned_rollouts": total,
@@ -650,6 +652,13 @@ def _record(
         "rollouts": None,
     }
     return _Record(metadata, report_fields)
+
+
+def _judge_model(call: _Call) -> str | None:
+    graders = (call.graders.grader, call.graders.llm_grader)
+    if any(g is not None and g.backend is not None for g in graders):
+        return call.resolved.judge_spec
+    return None
 
 
 def _writer_model(call: _Call, planned: _Planned) -> str:

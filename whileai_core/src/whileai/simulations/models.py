@@ -96,6 +96,30 @@ class ResolvedModels:
     backends: list[RunBackend] = attrs.field(factory=list)
 
 
+def served_model(backend: Any) -> tuple[str | None, str | None]:
+    """What a backend serves, as far as it says before a call: its endpoint and model name
+    (``base_url`` and ``model`` on an OpenAI-compatible backend; None where it has none)."""
+    base = getattr(backend, "base_url", None)
+    model = getattr(backend, "model", None)
+    return (
+        str(base).rstrip("/") if isinstance(base, str) and base else None,
+        str(model) if isinstance(model, str) and model else None,
+    )
+
+
+def same_model(a: Any, a_label: str, b: Any, b_label: str) -> bool:
+    """Whether two roles' backends are one model: the same spec, the same backend object, or
+    the same served model under two specs (one endpoint serving one model, or one model name
+    on the same endpoint)."""
+    if a is b or a_label == b_label:
+        return True
+    (a_url, a_model), (b_url, b_model) = served_model(a), served_model(b)
+    if a_model is not None and a_model == b_model:
+        return a_url == b_url or a_url is None or b_url is None
+    # one endpoint, and at least one of the two asks it for whatever it serves
+    return a_url is not None and a_url == b_url and (a_model is None or b_model is None)
+
+
 def _label(spec: Any, backend: Backend) -> str:
     return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
 
@@ -211,9 +235,9 @@ def resolve_models(
         )
     degraded: list[str] = []
     shared = []
-    if params.max_turns > 1 and user_label == agent_label:
+    if params.max_turns > 1 and same_model(user, user_label, agent, agent_label):
         shared.append("played the user")
-    if writer.backend is not None and writer.label == agent_label:
+    if writer.backend is not None and same_model(writer.backend, writer.label, agent, agent_label):
         shared.append("wrote the situations")
     if shared:
         degraded.append("same_model")
