@@ -138,3 +138,81 @@ def test_a_backend_error_carrying_an_echoed_key_shows_none_of_it(planted: None) 
     for error in caught:
         shown += [str(error), repr(error), "".join(traceback.format_exception(error))]
     assert [leaks(text) for text in shown] == [[] for _ in shown]
+
+
+AZURE = "azureplanted71c4e09b2d5a8f36e1d4c7b0a9"
+QUERY = "queryplanted5e2b9d10c4a7f38e6b1d2c9a70"
+
+
+def all_leaks(text: str) -> list[str]:
+    """Any 8-character piece of any planted secret found in ``text``."""
+    found = []
+    for secret in (SECRET, AZURE, QUERY):
+        found += [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in text]
+    return sorted(set(found))
+
+
+def escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+def test_every_echo_form_and_every_secret_is_kept_out_of_a_run(
+    planted: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The key echoed JSON-escaped, masked to its first 16 characters, and inside a 200
+    completion; an Azure-style api-key header; a secret in the endpoint URL's query."""
+    caplog.set_level(logging.DEBUG)
+    output = tmp_path / "run.jsonl"
+    with FaultServer() as server:
+        raw_escaped = '{"error": {"message": "bad key \\\\u0073' + escaped(KEY[1:]) + '"}}'
+        server.push(
+            Reply.canned(json.loads(raw_escaped), status=401),
+            Reply.canned({"error": {"message": f"key {KEY[:16]}... is revoked"}}, status=403),
+            Reply.ok(text=f"I was called with {KEY} and api-key {AZURE} at ?api-key={QUERY}"),
+        )
+
+        class Azure:
+            @wai.hookimpl
+            def whileai_register_backends(self, register: Any) -> None:
+                from whileai_openai.backend import OpenAICompatibleBackend
+
+                register(
+                    "azure",
+                    lambda argument=None, **options: OpenAICompatibleBackend(
+                        name="azure",
+                        base_url=f"{server.url}?api-key={QUERY}",
+                        model="m",
+                        headers={"api-key": AZURE},
+                        concurrency=options.get("concurrency", 4),
+                    ),
+                )
+
+        data = wai.simulate(
+            agent_model="azure",
+            user_model=f"{server.url}?api-key={QUERY}",
+            unique_situations=4,
+            repeats=1,
+            max_turns=1,
+            fault_rate=0.0,
+            seed=3,
+            output=str(output),
+            advanced={"max_concurrency": 1},
+            registry=Registry.load(plugins=[Azure()]),
+        )
+        chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert chats[0].headers["api-key"] == AZURE  # the secrets did reach the server
+    shown = {
+        "rows": json.dumps(list(data.rows), default=str),
+        "trajectories": json.dumps(list(data.trajectories), default=str),
+        "report": json.dumps(data.report(), default=str),
+        "report text": str(data.report()),
+        "warnings": json.dumps(data.warnings),
+        "metadata": json.dumps(data.metadata, default=str),
+        "jsonl file": output.read_text(),
+        "sidecar": sidecar_path(output).read_text(),
+        "log": caplog.text,
+    }
+    assert sum(1 for r in data.rows if r.get("error")) == 2
+    assert any("***" in r.get("final_text", "") for r in data.rows)  # the echo was there
+    found = {where: all_leaks(text) for where, text in shown.items() if all_leaks(text)}
+    assert found == {}

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from whileai.backends import BackendError, BackendStats, Completion, Sampling
+from whileai.schema.secrets import SECRET_NAMES, Redactor, safe_spec, safe_url, url_secrets
 from whileai_openai import transports
 from whileai_openai.retry import (
     RetryPolicy,
@@ -140,7 +141,10 @@ class OpenAICompatibleBackend:
         if max_retries is not None:
             policy = attrs.evolve(policy, max_retries=max_retries)
         self.name = name
-        self.base_url = base_url.rstrip("/")
+        # a query on the endpoint (an api-key=, an api-version=) goes on every request
+        root, _, query = base_url.partition("?")
+        self.base_url = root.rstrip("/")
+        self._query = f"?{query}" if query else ""
         self.model = model
         self.concurrency = concurrency
         self.timeout = timeout
@@ -155,6 +159,7 @@ class OpenAICompatibleBackend:
         self.stats = BackendStats()
         self._api_key = Secret(api_key or "")
         self._headers = dict(headers or {})
+        self._redactor = Redactor(self.secrets())
         self._rng = random.Random(jitter_seed)
         # A 429's Retry-After pauses every caller until this monotonic instant.
         self._cooldown_until = 0.0
@@ -162,10 +167,22 @@ class OpenAICompatibleBackend:
             weakref.WeakKeyDictionary()
         )
 
+    def secrets(self) -> list[str]:
+        """What this backend holds that no output may show: the API key, the values of
+        secret headers (``Authorization``, an Azure ``api-key``, any ``*token*``), and the
+        credentials and secret query values of its URL."""
+        out = [self._api_key.reveal()] if self._api_key else []
+        for header, value in self._headers.items():
+            if SECRET_NAMES.search(header) and value:
+                out.append(value)
+                out.extend(part for part in value.split() if len(part) >= 8)
+        out.extend(url_secrets(self.base_url + self._query))
+        return out
+
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
         return (
-            f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r}, "
+            f"{type(self).__name__}(name={self.name!r}, base_url={safe_url(self.base_url)!r}, "
             f"model={self.model!r}, concurrency={self.concurrency}, api_key={key})"
         )
 
@@ -436,7 +453,7 @@ class OpenAICompatibleBackend:
                 self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
             log.warning(
                 "%s: %s; retry %d/%d in %.2f s (%s)",
-                self.name,
+                safe_spec(self.name),
                 self._redact(outcome.message),
                 retries,
                 self.retry.max_retries,
@@ -457,7 +474,7 @@ class OpenAICompatibleBackend:
         where = f"{method} {self.base_url}{path}"
         payload = None if body is None else json.dumps(body).encode()
         try:
-            answer = await transport.send(method, self.base_url + path, payload, pool)
+            answer = await transport.send(method, self.base_url + path + self._query, payload, pool)
         except TransportFailure as exc:
             if exc.kind == "timeout":
                 return _Failure("timeout", f"{where} timed out ({exc})", True)
@@ -505,10 +522,25 @@ class OpenAICompatibleBackend:
         return slept
 
     def _redact(self, text: str) -> str:
-        key = self._api_key.reveal()
-        return text.replace(key, "***") if key else text
+        """``text`` without any of this backend's secrets, whole, encoded or in fragments
+        (a JSON body's escapes decoded first, so an escaped key is found too)."""
+        return self._redactor.text(_unescaped(text))
 
     def _error(self, kind: str, message: str, retries: int, waited: float) -> BackendError:
         return BackendError(
-            f"{self.name}: {self._redact(message)}", kind=kind, retries=retries, waited_s=waited
+            self._redact(f"{safe_spec(self.name)}: {message}"),
+            kind=kind,
+            retries=retries,
+            waited_s=waited,
         )
+
+
+def _unescaped(text: str) -> str:
+    """A JSON body with its string escapes decoded (``\\u0073k-...`` -> ``sk-...``), so
+    redaction sees what the escapes spell; any other text as it is."""
+    if "\\" not in text:
+        return text
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        return text

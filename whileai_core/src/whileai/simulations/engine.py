@@ -46,6 +46,7 @@ from whileai.schema.files import (
     write_sidecar,
 )
 from whileai.schema.records import prompt_hash
+from whileai.schema.secrets import Redactor, url_secrets
 from whileai.simulations.behavior import Embedder, situation_text
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
@@ -95,6 +96,8 @@ class _RunState:
     progress: RunProgress
     registry: Registry
     total: int
+    #: every secret the run's backends hold, kept out of rows, warnings and reports
+    redactor: Redactor = attrs.field(factory=Redactor)
 
 
 def _key_of(row: Mapping[str, Any]) -> str | None:
@@ -122,6 +125,7 @@ async def _execute(
     rows = executor.run(pending, knobs.max_concurrency, run)
     try:
         async for row in rows:
+            state.redactor.in_place(row)
             state.trajectories.append(row)
             key = _key_of(row)
             if key is not None:
@@ -654,6 +658,20 @@ def _record(
     return _Record(metadata, report_fields)
 
 
+def run_redactor(call: _Call) -> Redactor:
+    """The run's secrets, from every backend it uses that lists its own (``secrets()``) and
+    from the model specs it was given (a URL's credentials and secret query values)."""
+    found: list[str] = []
+    for entry in call.backends:
+        listed = getattr(entry.backend, "secrets", None)
+        if callable(listed):
+            found.extend(str(s) for s in listed() if s)
+    for spec in (call.params.agent_model, call.params.user_model, call.params.simulator):
+        if isinstance(spec, str):
+            found.extend(url_secrets(spec))
+    return Redactor(found)
+
+
 def _judge_model(call: _Call) -> str | None:
     graders = (call.graders.grader, call.graders.llm_grader)
     if any(g is not None and g.backend is not None for g in graders):
@@ -708,6 +726,7 @@ def _start(
         progress,
         call.registry,
         total,
+        run_redactor(call),
     )
 
 
@@ -766,6 +785,11 @@ def _report(
     record.report_fields["backends"] = usage
     for sentence in wait_warnings(usage):
         _warn_once(warnings, sentence[0].upper() + sentence[1:] + ".")
+    redact = state.redactor
+    if redact:
+        warnings[:] = [redact.text(w) for w in warnings]
+        record.report_fields.update(redact.value(dict(record.report_fields)))
+        record.metadata.update(redact.value(dict(record.metadata)))
     return simulation(_in_plan_order(state.trajectories))
 
 

@@ -22,6 +22,7 @@ from whileai.backends import (
 )
 from whileai.executors import RunSpec
 from whileai.registry import Registry
+from whileai.schema.secrets import safe_spec
 from whileai.simulations.params import RunParams
 from whileai.simulations.rollout import Models
 
@@ -121,7 +122,11 @@ def same_model(a: Any, a_label: str, b: Any, b_label: str) -> bool:
 
 
 def _label(spec: Any, backend: Backend) -> str:
-    return spec if isinstance(spec, str) else str(getattr(backend, "name", type(backend).__name__))
+    """What rows and reports call a role's model: its spec (credentials and secret query
+    values of a URL masked), or the backend's name."""
+    if isinstance(spec, str):
+        return safe_spec(spec)
+    return safe_spec(str(getattr(backend, "name", type(backend).__name__)))
 
 
 @attrs.define
