@@ -6,6 +6,7 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -147,3 +148,41 @@ def test_messages_of_another_shape_are_cleaned_in_place() -> None:
         "steps": [],
     }
     assert export_row(row)["messages"] == [{"role": "user", "content": "p"}]
+
+
+def test_a_graders_words_lose_the_answer_key_on_export_and_keep_it_in_memory() -> None:
+    tests = (
+        "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n"
+    )
+    row = {
+        "prompt": "What is 6 * 7?",
+        "final_text": "It is 41, or maybe 42.",
+        "reward": 0.0,
+        "reason": "41 != 42",
+        "judge_meta": {
+            "compared": ["41", "42"],
+            "note": "AssertionError: assert candidate(1, 2) == 3",
+        },
+        "privileged": {"reference": "42", "rubric": "say forty-two"},
+    }
+    shipped = export_row(row)
+    assert shipped["reason"] == "41 != ***"
+    assert shipped["judge_meta"]["compared"] == ["41", "***"]
+    assert shipped["final_text"] == "It is 41, or maybe 42."  # the agent's own words stay
+    assert row["reason"] == "41 != 42"  # the row in memory keeps it for the judge
+    code = {**row, "reason": "AssertionError (<tests> line 2: assert candidate(1, 2) == 3)"}
+    code["privileged"] = {"reference": tests}
+    assert export_row(code)["reason"] == "AssertionError (<tests> line 2: ***)"
+
+
+@pytest.mark.plugins
+def test_verifier_reasons_on_rows_from_outputs_carry_no_reference_once_exported() -> None:
+    rows = wai.rows(
+        ["What is 2 + 3?", "Capital of France?"],
+        ["6", "Lyon"],
+        wai.verify.ExactMatch(),
+        references=["5", "Paris"],
+    )
+    assert "Paris" in rows[1]["reason"]  # the grader said what it compared
+    for shipped in wai.export_rows(rows):
+        assert "Paris" not in json.dumps(shipped) and "'5'" not in json.dumps(shipped)

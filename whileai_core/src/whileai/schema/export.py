@@ -6,12 +6,15 @@ file; ``vector`` is the raw embedding the diversity search keeps for the length 
 six keys are reserved: they are removed at any depth of a row, inside carried fields and inside
 tool results, including tool results that arrive as JSON text. Everything else is kept as it
 was. ``messages`` is then rebuilt from the cleaned steps, so a privileged value a tool returned
-cannot survive in the chat transcript either.
+cannot survive in the chat transcript either. What a grader wrote (``reason``, ``judge_meta``)
+has the row's reference, principle and rubric masked, since a verifier's reason quotes what
+it compared ("41 != 42"); the agent's own words are left as they are.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,6 +106,11 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
     other shape are cleaned as they are.
     """
     cleaned: dict[str, Any] = strip_private(row)
+    key = answer_key(row)
+    if key is not None:
+        for field in JUDGE_FIELDS:
+            if field in cleaned:
+                cleaned[field] = _masked(cleaned[field], key)
     messages, steps = row.get("messages"), row.get("steps")
     if isinstance(messages, list) and isinstance(steps, list):
         tail = step_messages(steps)
@@ -110,6 +118,50 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
             prefix = strip_private(messages[: -len(tail)])
             cleaned["messages"] = [*prefix, *step_messages(cleaned["steps"])]
     return cleaned
+
+
+#: The fields a grader writes: a verifier's reason quotes what it compared, so on export the
+#: row's answer key is masked there (the in-memory row keeps it for the judge).
+JUDGE_FIELDS: tuple[str, ...] = ("reason", "judge_meta", "llm_judge")
+
+#: Lines of a multi-line reference (a test suite) shorter than this are not masked on their own.
+_MIN_LINE = 8
+
+
+def answer_key(row: Mapping[str, Any]) -> re.Pattern[str] | None:
+    """What of the row's privileged block a grader's words must not carry out of memory:
+    the reference (whole, and each line of a multi-line one), the principle and the rubric,
+    matched as whole tokens; None when the row holds none."""
+    held = row.get("privileged")
+    if not isinstance(held, Mapping):
+        return None
+    values: set[str] = set()
+    for name in ("reference", "principle", "rubric"):
+        value = held.get(name)
+        if isinstance(value, bool) or value is None:
+            continue
+        text = str(value).strip()
+        if not text:
+            continue
+        values.add(text)
+        if "\n" in text:
+            values.update(
+                line.strip() for line in text.splitlines() if len(line.strip()) >= _MIN_LINE
+            )
+    if not values:
+        return None
+    alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.])(?:{alternatives})(?![\w])")
+
+
+def _masked(value: Any, key: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return key.sub("***", value)
+    if isinstance(value, Mapping):
+        return {k: _masked(v, key) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(v, key) for v in value]
+    return value
 
 
 def export_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
