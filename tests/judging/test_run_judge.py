@@ -118,3 +118,12 @@ def test_a_raising_judge_gives_error_rows() -> None:
 def test_a_judge_that_is_not_callable_is_refused() -> None:
     with pytest.raises(TypeError, match=r"wai\.grade"):
         wai.run_judge(rows(), "MathEqual", version="1")  # type: ignore[arg-type]
+
+
+def test_a_scored_run_indexes_and_iterates_as_its_rows() -> None:
+    def exact(prompt: str, completion: str, reference: str | None) -> float:
+        return float(completion == reference)
+
+    scored = wai.run_judge(rows(), exact, version="exact@1")
+    assert scored[0] == scored.rows[0] and scored[-1] == scored.rows[-1]
+    assert scored[:2] == scored.rows[:2] and list(scored) == list(scored.rows)

@@ -116,3 +116,11 @@ def test_report_prints_readably() -> None:
     for needed in ("agreement", "pass_when_gold_fail", "Cohen's kappa", "judge pass", "gold fail"):
         assert needed in text
     assert "6/16" in text
+
+
+def test_a_rate_converts_to_its_share() -> None:
+    from whileai.measure.judges import Rate
+
+    assert float(Rate.of(3, 4)) == 0.75
+    with pytest.raises(ValueError, match="a rate of 0 in 0 has no share"):
+        float(Rate.of(0, 0))

@@ -101,3 +101,13 @@ def test_rows_of_takes_lists_runs_and_iterables_but_not_a_single_row() -> None:
         rows_of(row)
     with pytest.raises(TypeError, match="got int"):
         rows_of(3)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_marker_that_is_not_finite_is_an_error_naming_the_row_and_marker(bad: float) -> None:
+    rows = [
+        {"task_id": "a", "prompt": "p", "final_text": "x", "reward": 1, "markers": {"m": 1.0}},
+        {"task_id": "b", "prompt": "p", "final_text": "x", "reward": 0, "markers": {"m": bad}},
+    ]
+    with pytest.raises(RowError, match=rf"row 1: marker 'm' is {bad!r}, not a finite number"):
+        task_table(rows)

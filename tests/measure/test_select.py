@@ -161,3 +161,12 @@ def test_rows_flagged_as_reward_hacks_stay_as_failures_unless_dropped() -> None:
     assert sum(dropped.dropped_rows.values()) + dropped.n_rows_kept == len(rows)
     with pytest.raises(ValueError, match="hacks must be one of 'keep', 'drop'"):
         wai.select(rows, hacks="ignore")
+
+
+def test_pass_at_reads_the_rows_select_kept() -> None:
+    rows = [
+        {"task_id": f"t{i // 4}", "prompt": "p", "final_text": "a", "reward": float(i % 4 < 2)}
+        for i in range(16)
+    ]
+    kept = wai.select(rows, mode="rl")
+    assert wai.pass_at(kept).pass_at_1 == wai.pass_at(kept.rows).pass_at_1 == 0.5

@@ -43,6 +43,7 @@ def test_run_std_is_the_std_of_the_per_run_means() -> None:
 def test_below_three_runs_the_report_says_so_instead_of_a_bare_number() -> None:
     two = wai.eval_variance(run_rows({"a": [1, 0]}), run_rows({"a": [1, 1]}))
     assert two.n_runs == 2 and not two.floor_met
+    assert two.run_std is None and two.band is None  # in code too, not only in the printout
     assert "not worth reading" in str(two)
     assert any("three re-runs are the fewest" in n for n in two.notes)
     one = wai.eval_variance(run_rows({"a": [1, 0]}))

@@ -128,6 +128,10 @@ class ScoredData:
         """The exported rows, as every measurement call reads them."""
         return iter(self.rows)
 
+    def __getitem__(self, index: int | slice) -> Any:
+        """``scored[0]``: an exported row, as in the list it iterates as."""
+        return self.rows[index]
+
     def __repr__(self) -> str:
         statuses = Counter(str(t.get("judge_status")) for t in self.trajectories)
         return (

@@ -49,6 +49,12 @@ class Rate(Report):
             return cls(count, n, None, None)
         return cls(count, n, count / n, wilson_interval(count, n, confidence))
 
+    def __float__(self) -> float:
+        """The share, so a rate reads as the number it reports (``float(report.agreement)``)."""
+        if self.share is None:
+            raise ValueError(f"a rate of {self.count} in {self.n} has no share")
+        return float(self.share)
+
     def cells(self) -> tuple[str, str, str]:
         return (f"{self.count}/{self.n}", fmt(self.share), fmt_ci(self.ci95))
 

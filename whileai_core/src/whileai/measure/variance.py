@@ -73,7 +73,8 @@ class RunSpread(Report):
 
 def _std_text(run_std: float | None, n_runs: int) -> str:
     if run_std is None:
-        return f"no std from {n_runs} run(s)"
+        worth = ": not worth reading, run it again" if 1 < n_runs < MIN_RUNS else ""
+        return f"no std from {n_runs} run(s){worth}"
     if n_runs < MIN_RUNS:
         return f"{run_std:.4f} (only {n_runs} runs: not worth reading)"
     return f"{run_std:.4f}"
@@ -150,12 +151,12 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
             f"{n_runs} run(s): three re-runs are the fewest that give a standard deviation "
             "worth reading; run the eval again before trusting the floor"
         )
-    if reward.run_std == 0.0 and reward.n_tasks_moved == 0:
+    if reward.n_runs >= 2 and reward.n_tasks_moved == 0 and _means_agree(reward.run_means):
         notes.append(
             "reward did not move at all between runs, on any task: the runs scored the same "
             "completions the same way; re-sample the completions to measure the eval's noise"
         )
-    elif reward.run_std == 0.0 and reward.task_run_std is not None:
+    elif _means_agree(reward.run_means) and reward.task_run_std is not None:
         band = t_band(reward.task_run_std, n_runs - 1, confidence)
         notes.append(
             f"the run means agree, but {reward.n_tasks_moved} tasks scored differently between "
@@ -174,6 +175,10 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
         task_run_std=reward.task_run_std,
         notes=notes,
     )
+
+
+def _means_agree(means: list[float]) -> bool:
+    return len(means) >= 2 and max(means) - min(means) == 0.0
 
 
 def _looks_like_runs(items: Any) -> bool:
@@ -206,7 +211,9 @@ def _spread(
             by_key = dict(zip(keys, values.tolist(), strict=True))
             columns.append(np.array([by_key[k] for k in order], dtype=float))
     n_runs = len(means)
-    run_std = float(np.std(means, ddof=1)) if n_runs >= 2 else None
+    # below MIN_RUNS a standard deviation of run means is not worth reading: None in code,
+    # not only in the printout, so nothing downstream uses it as a noise floor
+    run_std = float(np.std(means, ddof=1)) if n_runs >= MIN_RUNS else None
     band = None if run_std is None else t_band(run_std, n_runs - 1, confidence)
     task_run_std = None
     moved = 0

@@ -225,6 +225,10 @@ def check_row(row: Any, index: int | None = None) -> Mapping[str, Any]:
                 continue
             if not isinstance(value, int | float):
                 raise RowError(f"{_where(index)}: marker {name!r} is {value!r}, not a number")
+            if not math.isfinite(value):
+                raise RowError(
+                    f"{_where(index)}: marker {name!r} is {value!r}, not a finite number"
+                )
     return row
 
 

@@ -84,7 +84,10 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
     judge) rather than its exported rows."""
     if isinstance(source, str | os.PathLike):
         return _from_file(Path(source), what)
-    if isinstance(source, bytes | Mapping):
+    # a report that carries rows (select()'s kept rows) reads as them, though it indexes
+    # like a mapping; a plain mapping is a single row
+    carries_rows = not isinstance(source, dict) and isinstance(getattr(source, "rows", None), list)
+    if isinstance(source, bytes) or (isinstance(source, Mapping) and not carries_rows):
         raise TypeError(_wrong(what, source))
     trajectories = getattr(source, "trajectories", None)
     if isinstance(trajectories, list):
@@ -101,7 +104,7 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
             policy,
             run=source,
         )
-    if not isinstance(source, Sequence) and hasattr(source, "rows"):
+    if carries_rows or (not isinstance(source, Sequence) and hasattr(source, "rows")):
         rows = _carried(source, what)
         return RowSource(rows, f"{len(rows)} rows", run=source)
     if isinstance(source, Sequence):
