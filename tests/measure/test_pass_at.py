@@ -155,12 +155,15 @@ def test_explicit_k_leaves_out_smaller_groups() -> None:
     assert report.left_out == ["task-1"]
 
 
-def test_fixed_repeat_policy_takes_the_shared_group_size() -> None:
+def test_fixed_repeat_policy_takes_the_k_that_leaves_the_fewest_groups_out() -> None:
     scores = [[1, 0] * 4, [1, 0] * 4, [1, 1, 1, 0, 0], [0, 1] * 4]
     fixed = wai.pass_at(grouped(scores), repeat_policy="fixed")
-    assert fixed.k == 8
-    assert fixed.left_out == ["task-2"]
+    assert fixed.k == 5  # 8, the size most groups share, would leave task-2 out
+    assert fixed.left_out == []
     assert any("differ in size" in n for n in fixed.notes)
+    assert "k=5: the group size that leaves the fewest groups out (0 of 4)" in fixed.notes
+    tiny = wai.pass_at(grouped([[1, 0, 1], [1, 0, 1, 1], [0, 1, 1, 0, 1]]), repeat_policy="fixed")
+    assert tiny.k == 4 and tiny.left_out == ["task-0"]  # below MIN_REPEATS, out either way
     assert wai.pass_at(grouped(scores)).k == 5
     with pytest.raises(ValueError, match="repeat_policy"):
         wai.pass_at(grouped(scores), repeat_policy="sometimes")

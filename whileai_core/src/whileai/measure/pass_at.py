@@ -135,14 +135,13 @@ def _check_policy(repeat_policy: Any) -> str:
 
 
 def _default_k(sizes: npt.NDArray[np.int64], policy: str) -> int | None:
-    """The k a run's groups support: the smallest group of at least MIN_REPEATS under "rl"
-    (groups grow where they split), the size most groups share under "fixed"."""
+    """The k a run's groups support: the one that leaves the fewest groups out, which is the
+    smallest group of at least MIN_REPEATS (a group smaller than k is left out, so any larger
+    k leaves out at least as many; ties go to the smaller k). Under "rl" groups grow where
+    they split; under "fixed" they should share a size, and a report says when they do not."""
     big = sizes[sizes >= MIN_REPEATS]
     if big.size == 0:
         return None
-    if policy == "fixed":
-        values, counts = np.unique(big, return_counts=True)
-        return int(values[counts == counts.max()].max())
     return int(big.min())
 
 
@@ -232,6 +231,11 @@ def _pass_at_from_table(
     if policy == "fixed" and n.size and np.unique(n).size > 1:
         sizes = ", ".join(str(s) for s in np.unique(n).tolist())
         notes.append(f"repeat_policy='fixed' but groups differ in size ({sizes})")
+        if k is None and chosen is not None:
+            out = int(np.count_nonzero(n < chosen))
+            notes.append(
+                f"k={chosen}: the group size that leaves the fewest groups out ({out} of {n.size})"
+            )
     floor = max(chosen or 0, MIN_REPEATS)
     eligible = n >= floor
     left_out = _pick(keys, ~eligible)
