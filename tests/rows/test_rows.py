@@ -355,3 +355,16 @@ def test_bad_per_prompt_arguments_are_named(kwargs: dict[str, Any], message: str
 def test_row_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
         wai.rows(QUESTIONS, ["5"], None)
+
+
+def test_one_prompt_with_two_references_is_two_tasks_not_one() -> None:
+    rows = wai.rows(
+        ["What is x?", "What is x?", "What is y?"],
+        ["3", "3", "1"],
+        None,
+        references=["3", "4", "1"],
+    )
+    assert rows[0]["task_id"] != rows[1]["task_id"]
+    assert rows[2]["task_id"] == prompt_hash("What is y?")  # a prompt alone keeps its plain id
+    same = wai.rows(["What is x?", "What is x?"], ["3", "3"], None, references=["3", "3"])
+    assert same[0]["task_id"] == same[1]["task_id"] == prompt_hash("What is x?")

@@ -254,7 +254,7 @@ def build_rows(
     parsed = [_prompt_of(p, i) for i, p in enumerate(prompt_list)]
     groups = _completion_groups(completions, n)
     refs = _per_prompt(references, "references", n) if references is not None else [None] * n
-    ids = _task_ids(task_ids, n) if task_ids is not None else [prompt_hash(p) for p, _ in parsed]
+    ids = _task_ids(task_ids, n) if task_ids is not None else _default_ids(parsed, refs)
     marker_groups = _per_completion(markers, "markers", groups) if markers is not None else None
 
     scorer: Scorer | None = None
@@ -310,6 +310,18 @@ def build_rows(
             stacklevel=3,
         )
     return rows
+
+
+def _default_ids(parsed: list[tuple[str, Any]], refs: list[Any]) -> list[str]:
+    """A stable id per prompt: the hash of its text; of its text and reference when the same
+    text comes with different references, which are different tasks and must not merge."""
+    seen: dict[str, set[str]] = {}
+    for (prompt, _), ref in zip(parsed, refs, strict=True):
+        seen.setdefault(prompt, set()).add(repr(ref))
+    return [
+        prompt_hash(prompt if len(seen[prompt]) == 1 else f"{prompt}\x00{ref!r}")
+        for (prompt, _), ref in zip(parsed, refs, strict=True)
+    ]
 
 
 def _task_ids(task_ids: Any, n: int) -> list[str]:
