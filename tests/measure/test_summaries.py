@@ -201,3 +201,30 @@ def test_judge_trust_without_gold_says_accuracy_is_unmeasured() -> None:
     assert any("2 judge versions" in n for n in report.notes)
     few = wai.judge_trust([row("a", 1.0, gold_reward=1.0)])
     assert not few.floor_met and any("floor not met" in n for n in few.notes)
+
+
+def test_judge_trust_sees_self_judging_as_grade_does() -> None:
+    """The judge's model and the rows' model named two ways (a provider prefix, an @url, a
+    served name) are one model here as in wai.grade and wai.run_judge."""
+    from whileai.schema.provenance import self_judged
+
+    rows = [
+        {
+            "task_id": f"t{i}",
+            "prompt": "p",
+            "final_text": "a",
+            "reward": 1.0,
+            "judge_status": "ok",
+            "model_version": model,
+            "judge_meta": {"model": judge, "version": "rubric@1"},
+        }
+        for i, (model, judge) in enumerate(
+            [
+                ("qwen2.5-7b", "vllm:Qwen2.5-7B@http://gpu:8000/v1"),
+                ("openai:gpt-4o", "gpt-4o"),
+                ("llama-3-8b", "gpt-4o"),
+            ]
+        )
+    ]
+    assert [self_judged(r) for r in rows] == [True, True, False]
+    assert wai.judge_trust(rows).self_judged == 2

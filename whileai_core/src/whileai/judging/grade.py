@@ -24,6 +24,7 @@ from whileai.backends import EMBEDDED_SPEC, default_spec
 from whileai.graders import LLM_GRADE_JUDGE, Grader, resolve_grader
 from whileai.judging.scored import ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
+from whileai.schema.provenance import self_judged
 from whileai.schema.records import RowError
 from whileai.schema.source import RowSource, row_source
 from whileai.scoring import Scorer, as_scorer
@@ -162,33 +163,15 @@ def _not_judged(row: Mapping[str, Any], grader: Grader) -> dict[str, Any]:
     return out
 
 
-def _model_names(value: Any) -> set[str]:
-    """A model name as written, without ``@<url or sha>``, and without a provider prefix
-    (``vllm:``, ``openai:``), lower-cased: the forms under which two specs name one model."""
-    if not isinstance(value, str) or not value.strip():
-        return set()
-    text = value.strip().lower()
-    names = {text, text.split("@", 1)[0]}
-    for name in list(names):
-        prefix, sep, rest = name.partition(":")
-        if sep and rest and not rest.startswith("//") and prefix.isidentifier():
-            names.add(rest)
-    return {n for n in names if n}
-
-
 def self_judged_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[int, str | None, str | None]:
     """How many rows the judge's model also wrote (judge_meta.model or .served_model equal to
     the row's model_version, or its model part before ``@``), and one such pair."""
     count = 0
     pair: tuple[str | None, str | None] = (None, None)
     for row in rows:
-        meta = row.get("judge_meta")
-        if not isinstance(meta, Mapping):
-            continue
-        judge_names = _model_names(meta.get("model")) | _model_names(meta.get("served_model"))
-        if judge_names & _model_names(row.get("model_version")):
+        if self_judged(row):
             count += 1
-            pair = (str(meta.get("model")), str(row.get("model_version")))
+            pair = (str(row["judge_meta"].get("model")), str(row.get("model_version")))
     return count, pair[0], pair[1]
 
 

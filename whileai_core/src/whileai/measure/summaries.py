@@ -19,6 +19,7 @@ import attrs
 from whileai.measure._tasks import task_table
 from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
 from whileai.measure.stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_INTERVAL, bootstrap_ci
+from whileai.schema.provenance import self_judged as judged_by_its_own_model
 from whileai.schema.records import check_reward, check_row
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
@@ -373,8 +374,7 @@ def judge_trust(
         name = meta.get("version") or row.get("judge_name") or meta.get("model")
         if name:
             judges.add(str(name))
-        model = meta.get("model")
-        if model and row.get("model_version") and str(model) == str(row["model_version"]):
+        if judged_by_its_own_model(row):
             self_judged += 1
         judged = _reward_of(row)
         if row.get("judge_status") in ("error", "skipped"):

@@ -1,0 +1,31 @@
+"""Who made a row, read the same way everywhere: whether the judge's model is the model that
+wrote the row (``wai.grade``, ``wai.run_judge`` and ``judge_trust`` all decide it here)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def model_names(value: Any) -> set[str]:
+    """A model name as written, without ``@<url or sha>``, and without a provider prefix
+    (``vllm:``, ``openai:``), lower-cased: the forms under which two specs name one model."""
+    if not isinstance(value, str) or not value.strip():
+        return set()
+    text = value.strip().lower()
+    names = {text, text.split("@", 1)[0]}
+    for name in list(names):
+        prefix, sep, rest = name.partition(":")
+        if sep and rest and not rest.startswith("//") and prefix.isidentifier():
+            names.add(rest)
+    return {n for n in names if n}
+
+
+def self_judged(row: Mapping[str, Any]) -> bool:
+    """Whether the row's judge model (``judge_meta.model`` or ``.served_model``) is the model
+    that wrote it (``model_version``), under any of the names :func:`model_names` gives."""
+    meta = row.get("judge_meta")
+    if not isinstance(meta, Mapping):
+        return False
+    judge = model_names(meta.get("model")) | model_names(meta.get("served_model"))
+    return bool(judge & model_names(row.get("model_version")))
