@@ -222,3 +222,26 @@ def test_logprob_report_prints_readably() -> None:
     text = str(wai.logprob_report(correlated_rows(strength=1.0, n_tasks=10)))
     assert text.splitlines()[0] == "logprob_report"
     assert "agent turns with logprobs" in text and "corr(reward, logprob/token)" in text
+
+
+def test_logprobs_kept_as_row_totals_count_as_captured_and_agree_with_staleness() -> None:
+    rows = [
+        {
+            "task_id": f"t{i}",
+            "prompt": "p",
+            "final_text": "a",
+            "reward": float(i % 2),
+            "model_version": "old",
+            "logprob": -3.0 - i,
+            "n_tokens": 6,
+            "truncated": i == 0,
+            "steps": [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}],
+        }
+        for i in range(4)
+    ]
+    report = wai.logprob_report(rows)
+    # every turn's logprob is in the total
+    assert report.n_turns_captured == 8 and report.n_turns == 8
+    assert report.captured_share == 1.0 and report.n_truncated_turns == 1
+    stale = wai.staleness_report(rows, base_model="new")
+    assert stale.n_usable == 4 == report.n_rows_with_logprob

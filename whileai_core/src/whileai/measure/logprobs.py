@@ -189,8 +189,12 @@ def logprob_report(rows: Any, *, confidence: float = 0.95) -> LogprobReport:
         steps = _agent_steps(row, i)
         if steps:
             n_turns += len(steps)
-            captured += sum(s.get("logprob") is not None for s in steps)
-            truncated += sum(s.get("truncated") is True for s in steps)
+            # a row may keep its logprob (or its truncation) as a row total rather than per
+            # step; counted either way, so this agrees with staleness_report on the same rows
+            on_steps = sum(s.get("logprob") is not None for s in steps)
+            captured += len(steps) if on_steps == 0 and row.get("logprob") is not None else on_steps
+            cut = sum(s.get("truncated") is True for s in steps)
+            truncated += 1 if cut == 0 and row.get("truncated") is True else cut
         else:
             n_turns += 1
             captured += row.get("logprob") is not None
