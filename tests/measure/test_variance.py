@@ -192,3 +192,16 @@ def test_a_bad_row_names_its_run() -> None:
         wai.eval_variance(run_rows({"a": [1]}), bad, run_rows({"a": [0]}))
     with pytest.raises(wai.RowError, match="before: row 0: final_text must be a string"):
         wai.holdout_size(0.1, before=bad)
+
+
+def test_a_noise_floor_of_zero_is_flagged_wherever_it_is_used() -> None:
+    band = wai.noise_band(0.0, df=2)
+    assert band.band == 0.0
+    assert any("run_std is 0, so the band is +/-0" in n for n in band.notes)
+    assert "identical completions" in str(band)
+    rows = [
+        {"task_id": f"t{i}", "prompt": "p", "final_text": "a", "reward": i % 2} for i in range(8)
+    ]
+    delta = wai.compare(rows, rows, run_std=0.0, run_std_runs=3)
+    assert any("run_std is 0" in n for n in delta.notes)
+    assert not any("run_std is 0" in n for n in wai.compare(rows, rows, run_std=0.01).notes)

@@ -26,6 +26,7 @@ from whileai.measure.stats import (
     normal_quantile,
     t_band,
 )
+from whileai.measure.variance import ZERO_FLOOR
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
 
@@ -272,6 +273,8 @@ def _compare_rows(
 
     band = None
     if run_std is not None:
+        if run_std == 0:
+            notes.append(ZERO_FLOOR)
         if run_std_runs is None:
             band = normal_quantile(0.975) * np.sqrt(2.0) * run_std
             notes.append(

@@ -177,6 +177,15 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
     )
 
 
+#: What a noise floor of 0 means, wherever one is printed or used.
+ZERO_FLOOR = (
+    "run_std is 0, so the band is +/-0: the runs scored identical completions (the same seeds, "
+    "a cache, or a deterministic agent), which measures no noise at all; re-sample the "
+    "completions (fresh seeds, runs=N) and take eval_variance's task_run_std, or the floor "
+    "hides every real difference"
+)
+
+
 def _means_agree(means: list[float]) -> bool:
     return len(means) >= 2 and max(means) - min(means) == 0.0
 
@@ -280,6 +289,8 @@ def noise_band(
     ):
         raise ValueError(f"run_std must be a finite number >= 0, got {run_std!r}")
     notes: list[str] = []
+    if run_std == 0:
+        notes.append(ZERO_FLOOR)
     if df is None:
         band = normal_quantile(1 - (1 - confidence) / 2) * math.sqrt(2) * float(run_std)
         notes.append("df not given: the normal quantile understates a std from few runs")
