@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from whileai.simulations.behavior import cosine_distance
 from whileai_strategies.selection import _check_dimensions, _check_weights
 
 #: A told situation reveals a failure when any of its graded repeats scored below this.
@@ -201,10 +202,6 @@ class Bandit:
                 self._arms[label].passes += 1
 
 
-def _distance(a: Sequence[float], b: Sequence[float]) -> float:
-    return 1.0 - sum(x * y for x, y in zip(a, b, strict=True))
-
-
 @attrs.define
 class Novelty:
     """Admits a situation only when it is far from every one already admitted."""
@@ -257,7 +254,7 @@ class Novelty:
     def admit(
         self, spec: Mapping[str, Any], situation: Any, vector: Sequence[float]
     ) -> tuple[bool, str]:
-        nearest = min((_distance(vector, seen) for seen in self._admitted), default=2.0)
+        nearest = min((cosine_distance(vector, seen) for seen in self._admitted), default=2.0)
         if nearest < self.threshold:
             return False, f"novelty: nearer than {self.threshold} to an admitted situation"
         self._admitted.append(list(vector))

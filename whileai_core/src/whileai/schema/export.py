@@ -13,6 +13,7 @@ it compared ("41 != 42"); the agent's own words are left as they are.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -107,7 +108,7 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """
     cleaned: dict[str, Any] = strip_private(row)
     key = answer_key(row)
-    if key is not None:
+    if key:
         for field in JUDGE_FIELDS:
             if field in cleaned:
                 cleaned[field] = _masked(cleaned[field], key)
@@ -128,13 +129,13 @@ JUDGE_FIELDS: tuple[str, ...] = ("reason", "judge_meta", "llm_judge")
 _MIN_LINE = 8
 
 
-def answer_key(row: Mapping[str, Any]) -> re.Pattern[str] | None:
+def answer_key(row: Mapping[str, Any]) -> tuple[str, ...]:
     """What of the row's privileged block a grader's words must not carry out of memory:
-    the reference (whole, and each line of a multi-line one), the principle and the rubric,
-    matched as whole tokens; None when the row holds none."""
+    the reference (whole, and each line of a multi-line one), the principle and the rubric;
+    empty when the row holds none."""
     held = row.get("privileged")
     if not isinstance(held, Mapping):
-        return None
+        return ()
     values: set[str] = set()
     for name in ("reference", "principle", "rubric"):
         value = held.get(name)
@@ -148,15 +149,22 @@ def answer_key(row: Mapping[str, Any]) -> re.Pattern[str] | None:
             values.update(
                 line.strip() for line in text.splitlines() if len(line.strip()) >= _MIN_LINE
             )
-    if not values:
-        return None
-    alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
+    return tuple(sorted(values, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_pattern(values: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(v) for v in values)
     return re.compile(rf"(?<![\w.])(?:{alternatives})(?![\w])")
 
 
-def _masked(value: Any, key: re.Pattern[str]) -> Any:
+def _masked(value: Any, key: tuple[str, ...]) -> Any:
+    """``value`` with the answer key masked as whole tokens; a string holding none of it is
+    returned as it is, without building a pattern (most rows export on this path)."""
     if isinstance(value, str):
-        return key.sub("***", value)
+        if not any(v in value for v in key):
+            return value
+        return _key_pattern(key).sub("***", value)
     if isinstance(value, Mapping):
         return {k: _masked(v, key) for k, v in value.items()}
     if isinstance(value, list | tuple):

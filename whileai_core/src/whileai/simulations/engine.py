@@ -467,8 +467,8 @@ async def _plan(
         dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
         planned = _Planned(plans, f"replay of run {replayed_from}", dimensions)
     elif params.tasks is not None:
-        planned = _Planned(plan_from_tasks(params, world, params.tasks), "tasks= (replayed)", {})
-        planned.dimensions = params.dimensions or {}
+        plans = plan_from_tasks(params, world, params.tasks)
+        planned = _Planned(plans, "tasks= (replayed)", params.dimensions or {})
     else:
         search = Search.open(
             params,

@@ -322,7 +322,8 @@ class Search:
         before = self.asked - len(specs)
         target = round(self.params.hard_share * (before + len(specs)))
         hard_here = max(0, min(len(specs), target - self.hard_asked))
-        seed_parts = ("hard",) if self.batches == 0 and before == 0 else ("hard", before)
+        # the first ask draws as a single up-front draw always has, so plans stay the same
+        seed_parts = ("hard",) if before == 0 else ("hard", before)
         hard_rng = random.Random(derive_seed(self.params.seed, *seed_parts))
         hard_set = set(hard_rng.sample(range(len(specs)), hard_here))
         values = self.dimensions.get(dim) or list(self.world.dimensions().get(dim, []))
