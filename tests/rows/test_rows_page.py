@@ -38,7 +38,7 @@ def test_build_them(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(row["label_source"] == "verifier" for row in rows)
     assert rows[0]["judge_meta"]["name"] == "MathEqual"
     assert "math_verify" in rows[0]["judge_meta"]
-    assert rows[0]["privileged"] == {"reference": "5"}
+    assert rows[0]["privileged"]["reference"] == "5"
     assert "privileged" not in export_row(rows[0])
     assert len({row["task_id"] for row in rows}) == 4
     assert all(row["schema_version"] == "1" for row in rows)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,9 +15,13 @@ from hypothesis import strategies as st
 
 import whileai as wai
 from whileai.schema.export import NEVER_EXPORTED, export_row, step_messages, strip_private
+from whileai.schema.files import row_line
+from whileai.schema.reserved import compact_name, unescaped
 
-RESERVED = sorted(NEVER_EXPORTED)
-safe_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in NEVER_EXPORTED)
+COMPACT = {compact_name(k) for k in NEVER_EXPORTED}
+#: the reserved names and how else a writer spells them
+RESERVED = [*sorted(NEVER_EXPORTED), "Privileged", "REFERENCE", "reference ", "hidden-state"]
+safe_keys = st.text(min_size=1, max_size=8).filter(lambda k: compact_name(k) not in COMPACT)
 scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6)
 
 
@@ -34,7 +41,7 @@ def reserved_keys_in(value: Any) -> list[str]:
     found: list[str] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in NEVER_EXPORTED:
+            if compact_name(key) in COMPACT:
                 found.append(key)
             found.extend(reserved_keys_in(item))
     elif isinstance(value, list):
@@ -49,7 +56,7 @@ def reserved_keys_in(value: Any) -> list[str]:
 def remove_reserved(value: Any) -> Any:
     """The reference model of what strip_private should return (structures only)."""
     if isinstance(value, dict):
-        return {k: remove_reserved(v) for k, v in value.items() if k not in NEVER_EXPORTED}
+        return {k: remove_reserved(v) for k, v in value.items() if compact_name(k) not in COMPACT}
     if isinstance(value, list):
         return [remove_reserved(v) for v in value]
     return value
@@ -75,8 +82,8 @@ def test_clean_documents_come_back_unchanged(doc: Any) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(any_docs, clean_docs)
-def test_privileged_inside_json_tool_results_is_removed(leak: Any, payload: Any) -> None:
-    result = json.dumps({"order": payload, "privileged": leak, "nested": [{"rubric": leak}]})
+def test_a_privileged_block_inside_json_tool_results_is_removed(leak: Any, payload: Any) -> None:
+    result = json.dumps({"order": payload, "privileged": leak, "nested": [{"Privileged": leak}]})
     row = wai.to_row(
         wai.Task(prompt="Where is my order?", privileged={"hidden_state": {"order_id": "A1"}}),
         wai.Rollout(
@@ -98,12 +105,42 @@ def test_privileged_inside_json_tool_results_is_removed(leak: Any, payload: Any)
         *step_messages(row["steps"]),
     ]
     exported = export_row(row)
-    assert reserved_keys_in(exported) == []
+    assert "privileged" not in json.dumps(exported).lower()
     tool_content = json.loads(exported["steps"][1]["content"])
     assert tool_content == {"order": payload, "nested": [{}]}
     # messages are rebuilt from the cleaned steps: the transcript carries no leak either
     assert exported["messages"][0] == {"role": "user", "content": "Where is my order?"}
     assert exported["messages"][1:] == step_messages(exported["steps"])
+
+
+def test_the_agents_own_reference_and_rubric_fields_stay_in_the_transcript() -> None:
+    """Stripped by provenance, not by name: a payment reference the agent passed to a tool and
+    the tool's reply about it are the agent's data, in steps and messages alike."""
+    call = {"id": "c1", "name": "pay", "arguments": {"reference": "PAY-7781", "amount": 20}}
+    reply = {"reference": "PAY-7781", "rubric": "standard", "status": "paid"}
+    row = {
+        "prompt": "Pay invoice 7781",
+        "final_text": "Paid, reference PAY-7781.",
+        "steps": [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "name": "pay", "content": json.dumps(reply)},
+            {"role": "assistant", "content": "Paid, reference PAY-7781."},
+        ],
+        "privileged": {"reference": "paid once"},
+    }
+    row["messages"] = [
+        {"role": "user", "content": "Pay invoice 7781"},
+        *step_messages(row["steps"]),
+    ]
+    exported = export_row(row)
+    assert exported["steps"][0]["tool_calls"][0]["arguments"] == call["arguments"]
+    assert json.loads(exported["steps"][1]["content"]) == reply
+    assert json.loads(exported["messages"][1]["tool_calls"][0]["function"]["arguments"]) == {
+        "reference": "PAY-7781",
+        "amount": 20,
+    }
+    assert json.loads(exported["messages"][2]["content"]) == reply
+    assert "privileged" not in exported
 
 
 def test_carried_fields_and_structured_tool_results_are_cleaned() -> None:
@@ -116,7 +153,7 @@ def test_carried_fields_and_structured_tool_results_are_cleaned() -> None:
             {
                 "role": "tool",
                 "tool_call_id": "c",
-                "content": {"status": "ok", "hidden_state": {"x": 1}},
+                "content": {"status": "ok", "privileged": {"x": 1}, "rubric": "house"},
             },
             {"role": "assistant", "content": "Refunded."},
         ],
@@ -128,16 +165,17 @@ def test_carried_fields_and_structured_tool_results_are_cleaned() -> None:
     assert "privileged" not in exported and "vector" not in exported
     assert exported["world_state"] == {"orders": {"B7": {"refunded": True}}}
     assert exported["dataset"] == {"source": "seed"}
-    assert exported["steps"][0]["content"] == {"status": "ok"}
-    assert exported["messages"][1]["content"] == '{"status": "ok"}'
+    assert exported["steps"][0]["content"] == {"status": "ok", "rubric": "house"}
+    assert exported["messages"][1]["content"] == '{"rubric": "house", "status": "ok"}'
     # the input row is untouched: the judge still reads privileged in memory
     assert row["privileged"]["reference"] == "refund B7"
 
 
-def test_non_json_text_is_left_alone() -> None:
-    text = '{"reference": but this is prose, not JSON'
-    assert strip_private(text) == text
+def test_prose_is_left_alone_and_unreadable_text_is_cut_at_a_reserved_key() -> None:
     assert strip_private("the reference answer is 5") == "the reference answer is 5"
+    assert strip_private("see {the rubric} = [draft]") == "see {the rubric} = [draft]"
+    # this reads as JSON cut short: what follows the key is the answer key's, so it goes
+    assert strip_private('ok {"reference": but this is prose, not JSON') == "ok {***"
 
 
 def test_messages_of_another_shape_are_cleaned_in_place() -> None:
@@ -186,3 +224,172 @@ def test_verifier_reasons_on_rows_from_outputs_carry_no_reference_once_exported(
     assert "Paris" in rows[1]["reason"]  # the grader said what it compared
     for shipped in wai.export_rows(rows):
         assert "Paris" not in json.dumps(shipped) and "'5'" not in json.dumps(shipped)
+
+
+# -- every encoding: a property test over layered encodings of planted values -------------------
+
+REFERENCE = "gold7c3e9a51d4e8f2"  # planted values: long enough that finding one is never chance
+STATUS = "hidden4b2d8f60a9c1"
+PLANTED = (REFERENCE, STATUS)
+
+
+def leaked(written: str, values: tuple[str, ...] = PLANTED) -> list[str]:
+    """The planted values ``written`` still holds, read the ways a person or a parser would:
+    as written, lower case, with escapes decoded, URL-decoded; and cut to half or more of a
+    value and at least 12 characters (a truncated copy is still a copy)."""
+    views = {written}
+    for _ in range(3):
+        views |= {urllib.parse.unquote(v) for v in views} | {unescaped(v) for v in views}
+    lowered = "\n".join(views).lower()
+    return [v for v in values if v[: max(12, len(v) // 2)].lower() in lowered]
+
+
+def written_line(row: dict[str, Any]) -> str:
+    """Exactly what a run writes for the row."""
+    return row_line(row)
+
+
+#: A reserved name as a writer may spell it, and the layers an encoder may wrap a block in.
+SPELLINGS = ["privileged", "Privileged", "PRIVILEGED", " privileged ", "privileged "]
+
+
+def _as_text(value: Any) -> str:
+    # what a writer does with a value JSON cannot hold (a set, an attrs object): its str()
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _u_keys(value: Any) -> str:
+    return re.sub(
+        r'"(\s*privileged\s*|reference|hidden_state)"',
+        lambda m: '"' + "".join(f"\\u{ord(c):04x}" for c in m.group(1)) + '"',
+        _as_text(value),
+        flags=re.IGNORECASE,
+    )
+
+
+LAYERS: dict[str, Callable[[Any], Any]] = {
+    "json": lambda v: json.dumps(v, default=str),
+    "json-ascii": lambda v: json.dumps(v, ensure_ascii=True, default=str),
+    "python-repr": repr,
+    "u-escaped keys": _u_keys,
+    "prose prefix": lambda v: "Here is what the lookup returned: " + _as_text(v),
+    "inside an error": lambda v: f"RuntimeError: upstream said {_as_text(v)} (retry later)",
+    "truncated": lambda v: _as_text(v)[: max(1, len(_as_text(v)) * 3 // 4)],
+    "nested as a field": lambda v: {"payload": v},
+    "used as a key": lambda v: {_as_text(v): 1},
+    "in a set": lambda v: {_as_text(v)},
+}
+
+
+@st.composite
+def encoded_blocks(draw: st.DrawFn) -> Any:
+    """A privileged block holding the planted values, spelt one way, wrapped in 1-4 layers."""
+    name = draw(st.sampled_from(SPELLINGS))
+    block: Any = {
+        "order": {"id": "A1"},
+        name: {"reference": REFERENCE, "hidden_state": {"status": STATUS}},
+    }
+    for layer in draw(st.lists(st.sampled_from(sorted(LAYERS)), min_size=1, max_size=4)):
+        block = LAYERS[layer](block)
+    return block
+
+
+@settings(max_examples=300, deadline=None)
+@given(encoded_blocks())
+def test_a_privileged_block_in_any_encoding_leaves_nothing_in_a_carried_field(block: Any) -> None:
+    row = {"prompt": "p", "final_text": "f", "dataset": {"note": block}, "extra": block}
+    assert leaked(written_line(row)) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(encoded_blocks())
+def test_a_privileged_block_in_any_encoding_leaves_nothing_in_a_tool_result(block: Any) -> None:
+    steps = [
+        {"role": "tool", "tool_call_id": "c1", "name": "lookup", "content": block},
+        {"role": "assistant", "content": "It ships today."},
+    ]
+    row = {"prompt": "p", "final_text": "It ships today.", "steps": steps}
+    row["messages"] = [{"role": "user", "content": "p"}, *step_messages(steps)]
+    assert leaked(written_line(row)) == []
+
+
+@st.composite
+def encoded_values(draw: st.DrawFn) -> Any:
+    """The planted values themselves (no reserved key around them) in 0-4 layers, as a world's
+    state or a grader's reason might hold them."""
+    value: Any = draw(
+        st.sampled_from(
+            [
+                {"status": STATUS, "expected": REFERENCE},
+                f"expected {REFERENCE!r}, the order is {STATUS}",
+                [STATUS.upper(), REFERENCE],
+                {STATUS: REFERENCE},
+            ]
+        )
+    )
+    for layer in draw(st.lists(st.sampled_from(sorted(LAYERS)), max_size=4)):
+        value = LAYERS[layer](value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(encoded_values(), st.sampled_from(["world_state", "reason", "judge_meta", "error", "notes"]))
+def test_the_answer_key_is_masked_by_value_in_every_field_the_run_writes_about_an_episode(
+    value: Any, field: str
+) -> None:
+    row = {
+        "prompt": "Where is my order?",
+        "final_text": "It ships today.",
+        "privileged": {"reference": REFERENCE, "hidden_state": {"status": STATUS}},
+        field: value,
+    }
+    assert leaked(written_line(row)) == []
+
+
+def test_the_agents_words_and_what_the_situation_shows_are_not_masked() -> None:
+    row = {
+        "prompt": "Where is my bluetooth speaker?",
+        "scenario_dimensions": {"intent": "track"},
+        "final_text": f"Your order is {STATUS}; tracking {REFERENCE}.",
+        "steps": [{"role": "tool", "content": {"status": STATUS}}],
+        "privileged": {
+            "reference": REFERENCE,
+            "hidden_state": {
+                "status": STATUS,
+                "item": "bluetooth speaker",  # the prompt says it
+                "days_ago": 3,  # shorter than MIN_FACT
+                "withheld_until_asked": ["status"],  # names a field
+            },
+            "goal": {"intent": "track"},  # a dimension of the situation
+        },
+        "world_state": {
+            "item": "bluetooth speaker",
+            "status": STATUS,
+            "days": 3,
+            "intent": "track",
+        },
+        "reason": f"told {STATUS}",
+    }
+    shipped = export_row(row)
+    assert shipped["final_text"] == row["final_text"]  # the agent's correct answer is its own
+    assert shipped["steps"] == row["steps"]  # what it saw through its tools
+    assert shipped["world_state"] == {
+        "item": "bluetooth speaker",
+        "status": "***",
+        "days": 3,
+        "intent": "track",
+    }
+    assert shipped["reason"] == "told ***"
+    assert row["world_state"]["status"] == STATUS  # memory keeps it for the judge
+
+
+def test_what_a_grader_quotes_in_another_form_is_masked_too() -> None:
+    graded = wai.rows(
+        ["What is half of one?"],
+        ["0.25"],
+        lambda row: wai.Verdict(0.0, "parsed 0.25 vs 1/2: not equal", quotes=["1/2"]),
+        references=["\\frac{1}{2}"],
+    )[0]
+    assert graded["reason"] == "parsed 0.25 vs 1/2: not equal"
+    assert export_row(graded)["reason"] == "parsed 0.25 vs ***: not equal"
+    assert graded["privileged"]["quoted"] == ["1/2"]

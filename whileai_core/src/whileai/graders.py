@@ -19,7 +19,15 @@ from typing import Any
 import attrs
 
 from whileai.registry import Registry, UnknownPluginError
-from whileai.scoring import Scorer, Verdict, Verifier, as_scorer, as_verdict, grade_row
+from whileai.scoring import (
+    Scorer,
+    Verdict,
+    Verifier,
+    as_scorer,
+    as_verdict,
+    grade_row,
+    keep_quotes,
+)
 
 #: The model judge of the core's documented defaults: what ``llm_grade=True`` adds as
 #: ``llm_reward`` and what ``wai.grade`` runs when given no judge or only a model spec.
@@ -70,6 +78,7 @@ class Grader:
             "reason": verdict.reason,
             "meta": {**self.scorer.meta, **verdict.meta},
         }
+        keep_quotes(graded, verdict)
         return graded
 
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from whileai.schema.records import RowError
+
+
+def _strings(values: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(str(v) for v in values)
 
 
 @attrs.frozen
@@ -27,6 +31,10 @@ class Verdict:
     reason: str | None = None
     status: str = "ok"
     meta: Mapping[str, Any] = attrs.field(factory=dict)
+    #: what of the answer key ``reason`` or ``meta`` quote in a form other than as written
+    #: (a reference normalised or parsed, a value the grader looked up in the world): kept on
+    #: the row's privileged block as ``quoted``, so an export masks them with the rest of it
+    quotes: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
     @classmethod
     def error(cls, reason: str, **meta: Any) -> Verdict:
@@ -51,6 +59,17 @@ class Scorer:
     label_source: str
     meta: Mapping[str, Any]
     score: Callable[[Mapping[str, Any]], Verdict] = attrs.field(repr=False)
+
+
+def keep_quotes(row: dict[str, Any], verdict: Verdict) -> None:
+    """Record what ``verdict`` quotes of the answer key on ``row``'s privileged block (a new
+    block: the row it was copied from keeps its own)."""
+    if not verdict.quotes:
+        return
+    held = row.get("privileged")
+    block = dict(held) if isinstance(held, Mapping) else {}
+    block["quoted"] = [*block.get("quoted", ()), *verdict.quotes]
+    row["privileged"] = block
 
 
 def reference_of(row: Mapping[str, Any]) -> Any:
@@ -95,6 +114,7 @@ def as_verdict(value: Any, *, what: str) -> Verdict:
             value.get("reason"),
             value.get("status", value.get("judge_status", "ok")),
             dict(value.get("meta", {})),
+            tuple(value.get("quotes", ())),
         )
     else:
         raise RowError(
@@ -168,4 +188,5 @@ def grade_row(
         graded["reason"] = verdict.reason
     else:
         graded.pop("reason", None)
+    keep_quotes(graded, verdict)
     return graded

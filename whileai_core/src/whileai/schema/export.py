@@ -1,23 +1,34 @@
 """The one function every export path calls: drop what must never leave memory.
 
-The privileged block (``privileged`` and the names of its fields: ``principle``,
-``hidden_state``, ``reference``, ``rubric``) would put the answer key one step from a training
-file; ``vector`` is the raw embedding the diversity search keeps for the length of a run. These
-six keys are reserved: they are removed at any depth of a row, inside carried fields and inside
-tool results, including tool results that arrive as JSON text. Everything else is kept as it
-was. ``messages`` is then rebuilt from the cleaned steps, so a privileged value a tool returned
-cannot survive in the chat transcript either. What a grader wrote (``reason``, ``judge_meta``)
-has the row's reference, principle and rubric masked, since a verifier's reason quotes what
-it compared ("41 != 42"); the agent's own words are left as they are.
+Two rules, one for each kind of field (docs/rows.md, "What never leaves memory"):
+
+- **By provenance.** ``privileged`` is the block the writer and the run mark as the answer key
+  (its fields ``principle``, ``hidden_state``, ``reference``, ``rubric``), and ``vector`` the raw
+  embedding the diversity search keeps for the length of a run. Outside the episode these six
+  names are removed at any depth, in every encoding :mod:`whileai.schema.reserved` reads (JSON
+  text, JSON inside JSON, ``\\u`` escapes, Python reprs, case and spacing variants, truncated
+  text). Inside the episode (``prompt``, ``steps``, ``messages``, ``final_text``) only a
+  ``privileged`` block is removed: a tool argument or result field called ``reference`` or
+  ``rubric`` there is the agent's own data (a payment reference), not the run's answer key.
+- **By value.** Everything the run wrote about the episode (a grader's ``reason`` and
+  ``judge_meta``, ``llm_judge``, the world's ``world_state``, an ``error``, carried fields) has
+  every value of the row's answer key masked, whatever the encoding
+  (:mod:`whileai.schema.answer_key`); the fields that name and count a row (ids, models,
+  sampling, usage, rewards, markers) carry none of it and are left as they are, and so is what
+  the agent saw and said.
+
+``messages`` is then rebuilt from the cleaned steps, so nothing removed from a tool result can
+survive in the chat transcript either.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from whileai.schema.answer_key import AnswerKey, answer_key
+from whileai.schema.reserved import Stripper
 
 PRIVILEGED_KEYS: frozenset[str] = frozenset(
     {"privileged", "principle", "hidden_state", "reference", "rubric"}
@@ -25,33 +36,31 @@ PRIVILEGED_KEYS: frozenset[str] = frozenset(
 MEMORY_ONLY_KEYS: frozenset[str] = frozenset({"vector"})
 NEVER_EXPORTED: frozenset[str] = PRIVILEGED_KEYS | MEMORY_ONLY_KEYS
 
+#: What the agent saw and said: only the ``privileged`` block is removed from it.
+EPISODE_FIELDS: frozenset[str] = frozenset({"prompt", "steps", "messages", "final_text"})
+
+#: Fields that name, count and score a row: the run writes them from ids, model names and
+#: numbers, never from the answer key, and readers join and group on them, so they are not
+#: searched for its values.
+ACCOUNTING_FIELDS: frozenset[str] = frozenset(
+    {
+        "schema_version", "task_id", "scenario_id", "scenario_dimensions", "seed", "arm",
+        "selection_reason", "behavior_signature", "writer_model", "user_model",
+        "model_version", "policy_version", "sampling", "lineage", "run_id", "usage", "reward",
+        "llm_reward", "gold_reward", "quality", "label_source", "judge_name", "judge_status",
+        "stop_reason", "world", "markers", "faults", "logprobs", "logprob", "ref_logprob",
+        "n_tokens", "calibration", "truncated", "group_id",
+    }
+)  # fmt: skip
+
+_OUTSIDE = Stripper(NEVER_EXPORTED)
+_INSIDE = Stripper({"privileged"})
+
 
 def strip_private(value: Any) -> Any:
-    """A copy of ``value`` with every reserved key removed at any depth.
-
-    Mappings and sequences are rebuilt (the input is never modified); a string that holds a
-    JSON object or array is parsed, cleaned and re-serialised only when it held a reserved key.
-    """
-    if isinstance(value, Mapping):
-        return {k: strip_private(v) for k, v in value.items() if k not in NEVER_EXPORTED}
-    if isinstance(value, list | tuple):
-        return [strip_private(v) for v in value]
-    if isinstance(value, str):
-        return _strip_json_text(value)
-    return value
-
-
-def _strip_json_text(text: str) -> str:
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "{[":
-        return text
-    if not any(f'"{key}"' in text for key in NEVER_EXPORTED):
-        return text
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return text
-    return json.dumps(strip_private(parsed), ensure_ascii=False)
+    """A copy of ``value`` with every reserved key removed at any depth, in every encoding
+    :class:`~whileai.schema.reserved.Stripper` reads (``value`` itself when it held none)."""
+    return _OUTSIDE.clean(value)
 
 
 def step_messages(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -90,86 +99,45 @@ def step_messages(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _content(content: Any) -> Any:
     if content is None or isinstance(content, str):
         return content
-    return json.dumps(content, ensure_ascii=False, sort_keys=True)
+    return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _arguments(arguments: Any) -> str:
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False, default=str)
 
 
 def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row as it may leave memory: reserved keys gone at any depth, messages rebuilt.
+    """The row as it may leave memory (the module's two rules), messages rebuilt.
 
     When ``messages`` ends with the transcript of ``steps`` (as every row the engine and
     ``wai.rows()`` write does), that tail is rebuilt from the cleaned steps; messages of any
     other shape are cleaned as they are.
     """
-    cleaned: dict[str, Any] = strip_private(row)
     key = answer_key(row)
-    if key:
-        for field in JUDGE_FIELDS:
-            if field in cleaned:
-                cleaned[field] = _masked(cleaned[field], key)
+    cleaned: dict[str, Any] = {}
+    for name, value in row.items():
+        if _OUTSIDE.reserved(name):
+            continue
+        if name in EPISODE_FIELDS:
+            cleaned[name] = _INSIDE.clean(value)
+        elif name in ACCOUNTING_FIELDS:
+            cleaned[name] = _OUTSIDE.clean(value)
+        else:
+            cleaned[_masked_key(name, key)] = key.mask(_OUTSIDE.clean(value))
     messages, steps = row.get("messages"), row.get("steps")
     if isinstance(messages, list) and isinstance(steps, list):
         tail = step_messages(steps)
         if tail and messages[-len(tail) :] == tail:
-            prefix = strip_private(messages[: -len(tail)])
+            prefix = _INSIDE.clean(messages[: -len(tail)])
             cleaned["messages"] = [*prefix, *step_messages(cleaned["steps"])]
     return cleaned
 
 
-#: The fields a grader writes: a verifier's reason quotes what it compared, so on export the
-#: row's answer key is masked there (the in-memory row keeps it for the judge).
-JUDGE_FIELDS: tuple[str, ...] = ("reason", "judge_meta", "llm_judge")
-
-#: Lines of a multi-line reference (a test suite) shorter than this are not masked on their own.
-_MIN_LINE = 8
-
-
-def answer_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    """What of the row's privileged block a grader's words must not carry out of memory:
-    the reference (whole, and each line of a multi-line one), the principle and the rubric;
-    empty when the row holds none."""
-    held = row.get("privileged")
-    if not isinstance(held, Mapping):
-        return ()
-    values: set[str] = set()
-    for name in ("reference", "principle", "rubric"):
-        value = held.get(name)
-        if isinstance(value, bool) or value is None:
-            continue
-        text = str(value).strip()
-        if not text:
-            continue
-        values.add(text)
-        if "\n" in text:
-            values.update(
-                line.strip() for line in text.splitlines() if len(line.strip()) >= _MIN_LINE
-            )
-    return tuple(sorted(values, key=len, reverse=True))
-
-
-@functools.lru_cache(maxsize=1024)
-def _key_pattern(values: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(v) for v in values)
-    return re.compile(rf"(?<![\w.])(?:{alternatives})(?![\w])")
-
-
-def _masked(value: Any, key: tuple[str, ...]) -> Any:
-    """``value`` with the answer key masked as whole tokens; a string holding none of it is
-    returned as it is, without building a pattern (most rows export on this path)."""
-    if isinstance(value, str):
-        if not any(v in value for v in key):
-            return value
-        return _key_pattern(key).sub("***", value)
-    if isinstance(value, Mapping):
-        return {k: _masked(v, key) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_masked(v, key) for v in value]
-    return value
+def _masked_key(name: Any, key: AnswerKey) -> Any:
+    shown = _OUTSIDE.key(name)
+    return key.mask(shown) if isinstance(shown, str) else shown
 
 
 def export_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -32,7 +32,12 @@ def sidecar_path(output: str | os.PathLike[str]) -> Path:
 
 def row_line(row: Mapping[str, Any]) -> str:
     """One exported row as a JSONL line."""
-    return json.dumps(export_row(row), ensure_ascii=False, default=str) + "\n"
+    return exported_line(export_row(row))
+
+
+def exported_line(exported: Mapping[str, Any]) -> str:
+    """A row ``export_row`` already made, as a JSONL line."""
+    return json.dumps(exported, ensure_ascii=False, default=str) + "\n"
 
 
 class RowWriter:
@@ -44,11 +49,14 @@ class RowWriter:
         self._fsync = fsync
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
-    def write(self, row: Mapping[str, Any]) -> None:
+    def write(self, row: Mapping[str, Any], *, exported: Mapping[str, Any] | None = None) -> None:
+        """Append ``row`` as it may leave memory (``exported``, when the caller already made
+        it with ``export_row``)."""
         if self._file is None:
             raise ValueError(f"{self.path} is closed")
+        line = exported_line(exported) if exported is not None else row_line(row)
         # One write per row: a kill leaves either the whole line or a partial last line.
-        self._file.write(row_line(row))
+        self._file.write(line)
         self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())

@@ -1,0 +1,380 @@
+"""The values a row holds in memory that an export must not carry, and their masking.
+
+A row's privileged block is the answer key: the ``reference`` (whole, and each line of a
+multi-line one such as a test suite), the ``principle`` and ``rubric``, every form of the
+reference a grader said its reason quotes (``quoted``, from ``Verdict.quotes``), and the facts
+of the situation (every value in ``hidden_state`` and ``goal``). On export, what the run wrote
+about an episode (a grader's reason and metadata, the world's final state, error text, carried
+fields) is searched for each of them in every encoding :func:`forms` names (a value of eight characters
+or more without regard to case), and a hit becomes ``***``. What the agent saw and said (the prompt and the transcript)
+is not searched: a correct answer is the agent's own, and the training signal.
+
+Two limits, both documented in docs/rows.md: a fact shorter than :data:`MIN_FACT` characters (a
+small number, "yes") or one the situation shows anyway (in its prompt or as one of its
+dimensions) is not masked, since it says nothing the row does not; base64 and other encodings
+that change every character are out of scope.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import re
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from whileai.schema.reserved import MASK
+
+#: Lines of a multi-line reference (a test suite) shorter than this are not masked on their own.
+MIN_LINE = 8
+
+#: Facts of a situation (hidden state, goal) shorter than this match ordinary text too often
+#: to mask; the reference, principle and rubric are masked at any length.
+MIN_FACT = 4
+
+#: A value at least this long is also masked where it was cut short: any run of its first
+#: characters at least half its length (and at least :data:`MIN_CUT`) long.
+LONG_VALUE = 16
+MIN_CUT = 12
+
+FACT_FIELDS: tuple[str, ...] = ("hidden_state", "goal")
+
+
+@attrs.frozen
+class AnswerKey:
+    """What of one row must not leave memory, each value as written (longest first)."""
+
+    values: tuple[str, ...]
+    #: numbers of the reference: a number equal to one is masked where it stands as a number
+    numbers: tuple[float, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.values or self.numbers)
+
+    def mask(self, value: Any) -> Any:
+        """``value`` with every form of the key masked in its strings and mapping keys, as a
+        new object (the same object when nothing in it matched)."""
+        if not self:
+            return value
+        if isinstance(value, str):
+            return _Masker(self.values, self.numbers).text(value)
+        try:
+            written = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            return _Masker(self.values, self.numbers).value(value)
+        lowered = written.lower()
+        if len(lowered) != len(written):
+            # lower() changed the length (a few non-ASCII letters): read every string
+            return _Masker(self.values, self.numbers).value(value)
+        # The value written as JSON holds each of its strings JSON-escaped, so a form of the
+        # key that a string holds is in the text, escaped: the masking is done on that text
+        # (C-speed searches rather than a walk over every string), and read back. Whatever
+        # the text cannot settle (a number to compare, text that no longer parses) goes to
+        # the walk, which reads every string.
+        found = [
+            needle
+            for v in self.values
+            for needle in _needles(v)
+            if needle.text in (written if needle.exact_case else lowered)
+        ]
+        if not found and not self.numbers:
+            return value
+        if self.numbers:
+            return _Masker(self.values, self.numbers).value(value)
+        spans = _spans(written, lowered, found)
+        if not spans:
+            return value
+        try:
+            masked = _merged_masks(_masked_spans(written, spans))
+            return json.loads(masked, object_pairs_hook=_distinct_keys)
+        except ValueError:
+            return _Masker(self.values, self.numbers).value(value)
+
+
+@attrs.frozen
+class _Needle:
+    """A form of a value as it reads inside a JSON string."""
+
+    text: str
+    #: a short value's case must match, and it matches whole tokens only
+    exact_case: bool
+    #: for the start of a long value: the whole value (as ``text`` reads), to extend into
+    whole: str | None = None
+
+
+def _merged_masks(text: str) -> str:
+    """Runs of masks as one, so a mask never shows how long the cut was."""
+    while MASK + MASK in text:
+        text = text.replace(MASK + MASK, MASK)
+    return text
+
+
+_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_ESCAPED_SPACE = ("\\n", "\\t", "\\r", "\\b", "\\f", '\\"')
+
+
+def _spans(written: str, lowered: str, needles: list[_Needle]) -> list[tuple[int, int]]:
+    """Where in the JSON text ``written`` a needle stands inside a string, merged."""
+    literals = [m.span() for m in _LITERAL.finditer(written)]
+    starts = [a for a, _ in literals]
+    spans: list[tuple[int, int]] = []
+    for needle in needles:
+        hay = written if needle.exact_case else lowered
+        at = hay.find(needle.text)
+        while at >= 0:
+            end = at + len(needle.text)
+            i = bisect.bisect_right(starts, at) - 1
+            if i >= 0 and at > literals[i][0] and end < literals[i][1]:
+                closing = literals[i][1] - 1
+                if needle.whole is not None:
+                    whole = needle.whole
+                    while end < closing and end - at < len(whole) and hay[end] == whole[end - at]:
+                        end += 1
+                    if end == closing or not _word_char(hay[end]):
+                        spans.append((at, end))
+                elif not needle.exact_case or _whole_token(written, at, end):
+                    spans.append((at, end))
+            at = hay.find(needle.text, at + 1)
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for begin, end in spans:
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _whole_token(written: str, at: int, end: int) -> bool:
+    """Whether ``written[at:end]`` (inside a JSON string) stands as a whole token: no word
+    character or ``.`` before it, no word character after it; an escaped newline, tab or
+    quote before it is a boundary (in the string it is one character)."""
+    before = written[at - 1]
+    if (_word_char(before) or before == ".") and written[at - 2 : at] not in _ESCAPED_SPACE:
+        return False
+    return not _word_char(written[end])
+
+
+def _distinct_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """A JSON object read back with keys that masking made alike kept apart."""
+    out: dict[Any, Any] = {}
+    for key, value in pairs:
+        shown, n = key, 1
+        while shown in out:
+            n += 1
+            shown = f"{MASK}#{n}"
+        out[shown] = value
+    return out
+
+
+def answer_key(row: Mapping[str, Any]) -> AnswerKey:
+    """The answer key of ``row``: empty when it holds no privileged block."""
+    held = row.get("privileged")
+    if not isinstance(held, Mapping):
+        held = {}
+    exact: set[str] = set()
+    numbers: set[float] = set()
+    for name in ("reference", "principle", "rubric"):
+        for leaf in _leaves(held.get(name)):
+            if isinstance(leaf, int | float) and not isinstance(leaf, bool):
+                numbers.add(float(leaf))
+            text = str(leaf).strip()
+            if not text:
+                continue
+            exact.add(text)
+            if "\n" in text:
+                exact.update(
+                    line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LINE
+                )
+    exact.update(str(q).strip() for q in _leaves(held.get("quoted")) if str(q).strip())
+    shown = _public_face(row)
+    for field in FACT_FIELDS:
+        block = held.get(field)
+        names = _field_names(block)
+        for leaf in _leaves(block):
+            text = str(leaf).strip()
+            if len(text) < MIN_FACT or text in names:
+                continue
+            if text.lower() in shown:
+                continue
+            exact.add(text)
+    return AnswerKey(tuple(sorted(exact, key=lambda v: (-len(v), v))), tuple(sorted(numbers)))
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The scalar values of a privileged field (strings, numbers), at any depth."""
+    if value is None or isinstance(value, bool):
+        return []
+    if isinstance(value, Mapping):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def _field_names(block: Any) -> set[str]:
+    """The names a fact block uses for its fields: a value equal to one (``withheld_until_asked:
+    ["order_id"]``) names a field, it is not a fact."""
+    names: set[str] = set()
+    if isinstance(block, Mapping):
+        for key, value in block.items():
+            names.add(str(key))
+            names.update(_field_names(value))
+    elif isinstance(block, list | tuple):
+        for value in block:
+            names.update(_field_names(value))
+    return names
+
+
+def _public_face(row: Mapping[str, Any]) -> str:
+    """What the situation shows of itself, lower case: its prompt and its dimensions' values."""
+    parts = [str(row.get("prompt") or "")]
+    dimensions = row.get("scenario_dimensions")
+    if isinstance(dimensions, Mapping):
+        parts += [str(v) for v in dimensions.values()]
+    return "\n".join(parts).lower()
+
+
+def forms(value: str) -> set[str]:
+    """How ``value`` may read once written into JSON, JSON inside JSON, a repr, a URL or a
+    ``\\u``-escaped dump."""
+    once = json.dumps(value)[1:-1]
+    found = {
+        value,
+        once,
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(once)[1:-1],
+        repr(value)[1:-1],
+        "".join(f"\\u{ord(c):04x}" for c in value),
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value),
+    }
+    return {f for f in found if f}
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern(values: tuple[str, ...]) -> re.Pattern[str]:
+    pieces: list[str] = []
+    for value in values:
+        for form in sorted(forms(value), key=len, reverse=True):
+            escaped = re.escape(form)
+            if len(value) < MIN_LINE:
+                # a short value is masked as a whole token and as written ("5" is not masked
+                # inside "15", a reference "A" not in the word "a")
+                pieces.append(rf"(?<![\w.]){escaped}(?!\w)")
+            else:
+                pieces.append(f"(?i:{escaped})")
+    return re.compile("|".join(pieces))
+
+
+@functools.lru_cache(maxsize=4096)
+def _needles(value: str) -> tuple[_Needle, ...]:
+    """Each form of ``value``, and the start of a long one, as it reads inside a JSON string
+    (lower case where the case need not match)."""
+    exact_case = len(value) < MIN_LINE
+
+    def inside(piece: str) -> str:
+        escaped = json.dumps(piece, ensure_ascii=False)[1:-1]
+        return escaped if exact_case else escaped.lower()
+
+    out = {_Needle(inside(form), exact_case) for form in forms(value)}
+    if len(value) >= LONG_VALUE:
+        out.add(_Needle(inside(_cut(value)), exact_case, whole=inside(value)))
+    return tuple(sorted(out, key=lambda n: (-len(n.text), n.text)))
+
+
+def _cut(value: str) -> str:
+    """The shortest start of a long value that is still masked where the value was cut."""
+    return value[: max(MIN_CUT, len(value) // 2)]
+
+
+def _mask_cut_short(text: str, value: str) -> str:
+    """``text`` with every run that starts as ``value`` does, for at least :func:`_cut` of it,
+    and ends a word where it stops matching, masked."""
+    start, folded, lowered = _cut(value).lower(), value.lower(), text.lower()
+    spans: list[tuple[int, int]] = []
+    at = lowered.find(start)
+    while at >= 0:
+        end = at + len(start)
+        while end < len(lowered) and end - at < len(folded) and lowered[end] == folded[end - at]:
+            end += 1
+        # where it was cut, a word ends: without that, one value's start would claim the
+        # start of another that shares it
+        if end == len(lowered) or not (lowered[end].isalnum() or lowered[end] == "_"):
+            spans.append((at, end))
+        at = lowered.find(start, end)
+    if not spans or len(lowered) != len(text):
+        return text if not spans else _masked_spans(text, spans, exact=False, value=value)
+    return _masked_spans(text, spans)
+
+
+def _masked_spans(
+    text: str, spans: list[tuple[int, int]], *, exact: bool = True, value: str = ""
+) -> str:
+    if not exact:
+        # lower() changed the text's length (a few non-ASCII letters do): mask the start alone
+        return re.sub(re.escape(_cut(value)), MASK, text, flags=re.IGNORECASE)
+    out, last = [], 0
+    for begin, end in spans:
+        out.append(text[last:begin])
+        out.append(MASK)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+class _Masker:
+    """The walk: every string of a value (keys too) masked on its own, and numbers equal to
+    one of the reference compared as numbers."""
+
+    def __init__(self, values: tuple[str, ...], numbers: tuple[float, ...]) -> None:
+        self.numbers = numbers
+        self.pattern = _pattern(values) if values else None
+        self.long = tuple(v for v in values if len(v) >= LONG_VALUE)
+
+    def text(self, text: str) -> str:
+        if self.pattern is None or not text:
+            return text
+        masked = self.pattern.sub(MASK, text)
+        for value in self.long:
+            if _cut(value).lower() in masked.lower():
+                masked = _mask_cut_short(masked, value)
+        if masked == text:
+            return text
+        return _merged_masks(masked)
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                shown = self.text(k) if type(k) is str else k
+                # two keys masked alike stay two entries
+                n = 1
+                while shown in out:
+                    n += 1
+                    shown = f"{MASK}#{n}"
+                out[shown] = self.value(v)
+            return out
+        if kind is list or kind is tuple or isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        if (
+            self.numbers
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and float(value) in self.numbers
+        ):
+            return MASK
+        return value

@@ -1,0 +1,270 @@
+"""Reserved keys out of a value, in whatever encoding the value carries them.
+
+A :class:`Stripper` removes every key whose name is reserved (compared without case, spaces,
+hyphens or underscores, so ``Privileged``, ``REFERENCE``, ``"reference "`` and ``hidden-state``
+are the names they look like). It walks mappings, lists, tuples, sets and attrs objects, and it
+reads strings: a string that holds a JSON or Python-literal structure (whole, after a prose
+prefix, nested as a JSON string inside a JSON string, with ``\\u`` escapes in its keys, or used
+as a dict key) is parsed, cleaned and written back in the same form. A string in which a
+reserved name still stands where a key does (``"reference":``, ``'rubric' :``,
+``hidden_state=``) but which does not parse (truncated JSON, an object's repr) loses
+everything from that name on: text we cannot read is cut rather than trusted.
+
+Anything else is returned as it was, the same object when nothing changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+MASK = "***"
+
+
+@functools.lru_cache(maxsize=8192)
+def compact_name(name: str) -> str:
+    """A key as the reserved names are compared: lower case, no spaces, ``-`` or ``_``."""
+    return re.sub(r"[\s_\-]+", "", name).lower()
+
+
+_ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})|\\([\"'\\/])")
+
+
+def unescaped(text: str) -> str:
+    """``text`` with ``\\uXXXX``, ``\\xXX`` and escaped quotes or backslashes decoded, as often
+    as it takes (a JSON string inside a JSON string escapes twice)."""
+    for _ in range(16):
+        if "\\" not in text:
+            return text
+        decoded = _ESCAPES.sub(
+            lambda m: chr(int(m.group(1) or m.group(2), 16)) if m.group(3) is None else m.group(3),
+            text,
+        )
+        if decoded == text:
+            return text
+        text = decoded
+    return text
+
+
+class Stripper:
+    """Removes the keys named in ``names`` at any depth, in every encoding listed above."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(compact_name(n) for n in names)
+        spelled = "|".join(
+            r"[\s_\-]*".join(re.escape(part) for part in _spellings(n)) for n in sorted(self.names)
+        )
+        # a reserved name where a key stands: quoted and followed by ":" or "=", or bare and
+        # followed by "=" (a keyword argument in a repr)
+        self._key_position = re.compile(
+            rf"""["'`]\s*(?:{spelled})\s*["'`]\s*[:=]|\b(?:{spelled})\s*=(?!=)""", re.IGNORECASE
+        )
+        self._mention = re.compile(rf"(?:{spelled})", re.IGNORECASE)
+        self._needles = tuple(_spellings(n)[0] for n in sorted(self.names))
+
+    def reserved(self, key: Any) -> bool:
+        return isinstance(key, str) and compact_name(key) in self.names
+
+    def value(self, value: Any) -> Any:
+        """A copy of ``value`` without reserved keys (``value`` itself when it held none)."""
+        kind = type(value)
+        # the common kinds first, by exact type: this walk runs over every row a run exports
+        if kind is str:
+            return self.text(value)
+        if kind is dict:
+            return self._mapping(value)
+        if kind is list or kind is tuple:
+            return [self.value(v) for v in value]
+        if value is None or kind is int or kind is float or kind is bool:
+            return value
+        if isinstance(value, Mapping):
+            return self._mapping(value)
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, set | frozenset):
+            # a set cannot go to JSON; written with default=str its repr would carry what it
+            # holds past the walk
+            return [self.value(v) for v in sorted(value, key=repr)]
+        if attrs.has(type(value)):
+            return self.value(attrs.asdict(value, recurse=True))
+        if isinstance(value, bool | int | float):
+            return value
+        shown = str(value)
+        # an object of another kind reaches a file as its str(); it is kept as it is unless
+        # that text mentions a reserved name
+        return self.text(shown) if self._mention.search(compact_name(shown)) else value
+
+    #: the name every export path uses; kept apart from :meth:`value` for readers' sake
+    clean = value
+
+    def _mapping(self, value: Mapping[Any, Any]) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if type(k) is str:
+                # keys repeat from row to row: what each one becomes is remembered
+                drop, k = _key_fate(self, k)
+                if drop:
+                    continue
+            out[k] = self.value(v)
+        return out
+
+    def key(self, key: Any) -> Any:
+        return self.text(key) if isinstance(key, str) else key
+
+    def text(self, text: str) -> str:
+        """``text`` with reserved keys removed from any structure it holds."""
+        if not self._may_hold(text):
+            return text
+        cleaned = self._structures(text)
+        view = unescaped(cleaned)
+        found = self._key_position.search(view)
+        if found is None:
+            return cleaned
+        return view[: found.start()] + MASK
+
+    def _may_hold(self, text: str) -> bool:
+        if "\\" in text and ("\\u" in text or "\\x" in text):
+            return True
+        # a plain substring test first: it runs on every string and every field a run exports
+        lowered = text.lower()
+        if not any(needle in lowered for needle in self._needles):
+            return False
+        return self._mention.search(text) is not None
+
+    def _structures(self, text: str) -> str:
+        """Every JSON or Python-literal structure in ``text`` cleaned in place."""
+        out: list[str] = []
+        at = 0
+        while True:
+            start = _next_open(text, at)
+            if start is None:
+                out.append(text[at:])
+                return "".join(out)
+            parsed = _parse_at(text, start)
+            if parsed is None:
+                out.append(text[at : start + 1])
+                at = start + 1
+                continue
+            obj, end, form = parsed
+            cleaned = self.value(obj)
+            out.append(text[at:start])
+            out.append(text[start:end] if cleaned == obj else _written(cleaned, form))
+            at = end
+
+
+@functools.lru_cache(maxsize=8192)
+def _key_fate(stripper: Stripper, key: str) -> tuple[bool, str]:
+    """Whether ``stripper`` drops ``key``, and what it writes in its place if not."""
+    if stripper.reserved(key):
+        return True, key
+    return False, stripper.text(key)
+
+
+def _spellings(name: str) -> list[str]:
+    """The pieces of a reserved name between which a writer may put ``_``, ``-`` or a space
+    (``hiddenstate`` is ``hidden``/``state``)."""
+    return {"hiddenstate": ["hidden", "state"]}.get(name, [name])
+
+
+_OPENERS = re.compile(r"""[{\["']""")
+
+
+def _next_open(text: str, at: int) -> int | None:
+    found = _OPENERS.search(text, at)
+    return found.start() if found else None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _parse_at(text: str, start: int) -> tuple[Any, int, str] | None:
+    """The structure that starts at ``start``: (object, end, "json" or "python"), or None.
+
+    A quote opens an encoded string only when it holds an escape (a JSON string inside a
+    JSON string, a repr of one): an unescaped quote reads the same as the text around it."""
+    if text[start] in "\"'":
+        return _string_at(text, start)
+    try:
+        obj, end = _DECODER.raw_decode(text, start)
+    except ValueError:
+        pass
+    else:
+        return obj, end, "json"
+    closed = _balanced_end(text, start)
+    if closed is None:
+        return None
+    try:
+        obj = _literal(text[start:closed])
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    return obj, closed, "python"
+
+
+def _string_at(text: str, start: int) -> tuple[Any, int, str] | None:
+    quote = text[start]
+    i = start + 1
+    escaped = False
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            escaped = True
+            i += 2
+            continue
+        if c == quote:
+            break
+        i += 1
+    else:
+        return None
+    if not escaped:
+        return None
+    end = i + 1
+    try:
+        if quote == '"':
+            return json.loads(text[start:end]), end, "json"
+        return _literal(text[start:end]), end, "python"
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _literal(source: str) -> Any:
+    return ast.literal_eval(source)
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Where the bracket opened at ``start`` closes (quotes respected), or None."""
+    depth = 0
+    quote: str | None = None
+    i = start
+    while i < len(text):
+        c = text[i]
+        if quote is not None:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def _written(value: Any, form: str) -> str:
+    if form == "json":
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return repr(value)
