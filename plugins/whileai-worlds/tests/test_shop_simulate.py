@@ -128,3 +128,44 @@ class Writer:
             "writer",
             lambda argument=None, **_: ScriptedBackend("writer", lambda m, t: "REWORDED"),
         )
+
+
+def test_a_hard_shops_withheld_facts_reach_no_exported_field_but_the_episode() -> None:
+    """What a hard situation withholds (the order id, the email, the order's status, the goal's
+    outcome) and what the grader looked up (the tracking number) are masked in everything the
+    run wrote about the episode; the agent's own words and its tool results keep them."""
+    data = wai.simulate(
+        registry=Registry.load(plugins=[DoublesPlugin()]),
+        agent_model="support:scripted",
+        user_model="customer:pleased",
+        simulator="template",
+        dimensions={"intent": ["refund", "track", "address_change"], "difficulty": ["hard"]},
+        unique=6,
+        repeats=1,
+        hard_share=1.0,
+        strategy="grid",
+        fault_rate=0.0,
+        seed=7,
+    )
+    checked = 0
+    for memory, shipped in zip(data.trajectories, data.rows, strict=True):
+        hidden = memory["privileged"]["hidden_state"]
+        secret = [
+            str(hidden[k])
+            for k in ("order_id", "email", "status")
+            if str(hidden[k]).lower() not in memory["prompt"].lower()
+        ]
+        secret.append(str(memory["privileged"]["goal"]["outcome"]))
+        about = json.dumps(
+            {k: shipped.get(k) for k in ("reason", "judge_meta", "world_state")}, default=str
+        )
+        in_memory = json.dumps(
+            {k: memory.get(k) for k in ("reason", "judge_meta", "world_state")}, default=str
+        )
+        for value in secret:
+            assert value in in_memory  # the leak was there to stop
+            assert value not in about, (value, about[:300])
+        checked += len(secret)
+        assert shipped["final_text"] == memory["final_text"]
+        assert shipped["steps"] == memory["steps"]
+    assert checked >= 6 * 3

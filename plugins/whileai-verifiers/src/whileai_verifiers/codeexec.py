@@ -217,6 +217,15 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def _quoted_from_tests(outcome: dict[str, Any]) -> tuple[str, ...]:
+    """What a failure's reason quotes of the tests beyond their lines: an assertion's own
+    message (``assert f(1) == 3, "expected 3"``) is the tests' text."""
+    message = str(outcome.get("message") or "").strip()
+    if outcome.get("error_type") == "AssertionError" and message:
+        return (message,)
+    return ()
+
+
 def _failure_reason(outcome: dict[str, Any], limits: Limits) -> str:
     kind = str(outcome.get("error_type", "error"))
     message = str(outcome.get("message") or "")
@@ -303,7 +312,7 @@ def _verdict(result: SandboxResult, limits: Limits, program: Program) -> Verdict
             reason = _failure_reason(outcome, limits)
         if hack:
             meta["hack_suspected"] = str(hack)
-        return Verdict(0.0, reason, meta=meta)
+        return Verdict(0.0, reason, meta=meta, quotes=_quoted_from_tests(outcome))
     if not record.get("final") and result.uid is None and record.get("notes"):
         # Without root the candidate shares the init's uid and may kill it; a run it cut short
         # that way must score as a failure, not drop out as an error.

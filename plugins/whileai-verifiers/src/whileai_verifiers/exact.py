@@ -74,8 +74,11 @@ class ExactMatch:
             reference if isinstance(reference, list | tuple) else [reference]
         )
         got = self.normalize(completion)
-        for ref in references:
-            if got == self.normalize(str(ref)):
-                return Verdict(1.0, f"matches {str(ref)!r}")
+        normalised = tuple(self.normalize(str(ref)) for ref in references)
+        for ref, wanted in zip(references, normalised, strict=True):
+            if got == wanted:
+                return Verdict(1.0, f"matches {str(ref)!r}", quotes=(got,))
         shown = str(references[0]) if len(references) == 1 else f"any of {len(references)}"
-        return Verdict(0.0, f"{got!r} does not match {shown!r} after normalisation")
+        return Verdict(
+            0.0, f"{got!r} does not match {shown!r} after normalisation", quotes=normalised
+        )

@@ -182,7 +182,9 @@ class MathEqual:
     def _fast(self, completion: str, references: Sequence[str]) -> Verdict | None:
         for ref in references:
             if _same_text(completion, ref):
-                return Verdict(1.0, f"{ref.strip()} == {ref.strip()}", meta={"path": "fast"})
+                return Verdict(
+                    1.0, f"{ref.strip()} == {ref.strip()}", meta={"path": "fast"}, quotes=(ref,)
+                )
         plain = self._fast_number(completion, references)
         return plain if plain is not None else self._fast_rational(completion, references)
 
@@ -201,9 +203,19 @@ class MathEqual:
             return None
         for number in numbers:
             if answer == number:
-                return Verdict(1.0, f"{shown(answer)} == {shown(answer)}", meta={"path": "fast"})
-        wanted = " or ".join(shown(n) for n in numbers if n is not None)
-        return Verdict(0.0, f"{shown(answer)} != {wanted}", meta={"path": "fast"})
+                return Verdict(
+                    1.0,
+                    f"{shown(answer)} == {shown(answer)}",
+                    meta={"path": "fast"},
+                    quotes=(shown(answer),),
+                )
+        wanted = [shown(n) for n in numbers if n is not None]
+        return Verdict(
+            0.0,
+            f"{shown(answer)} != {' or '.join(wanted)}",
+            meta={"path": "fast"},
+            quotes=wanted,
+        )
 
     def _fast_rational(self, completion: str, references: Sequence[str]) -> Verdict | None:
         """Exact rationals written in LaTeX on every side (``_rationals``)."""
@@ -213,9 +225,19 @@ class MathEqual:
         equal, answer, golds = decided
         shown_answer = _shown_fraction(answer)
         if equal:
-            return Verdict(1.0, f"{shown_answer} == {shown_answer}", meta={"path": "fast"})
-        wanted = " or ".join(_shown_fraction(g) for g in golds)
-        return Verdict(0.0, f"{shown_answer} != {wanted}", meta={"path": "fast"})
+            return Verdict(
+                1.0,
+                f"{shown_answer} == {shown_answer}",
+                meta={"path": "fast"},
+                quotes=(shown_answer,),
+            )
+        wanted = [_shown_fraction(g) for g in golds]
+        return Verdict(
+            0.0,
+            f"{shown_answer} != {' or '.join(wanted)}",
+            meta={"path": "fast"},
+            quotes=wanted,
+        )
 
     def _slow(self, completion: str, references: list[str]) -> Verdict:
         payload = {
@@ -259,16 +281,33 @@ def _reference_text(reference: Any) -> str:
 
 def _verdict(reply: dict[str, Any], references: list[str]) -> Verdict:
     meta = {"path": "math-verify"}
+    # what math-verify parsed the reference to, and the answer it found equal to it
+    quotes = [str(reply[k]) for k in ("reference", "answer") if reply.get(k) is not None]
+    if not reply.get("equal"):
+        quotes = quotes[:1]
     if "error" in reply:
         return Verdict.error(f"math-verify failed: {reply['error']}", **meta)
     if reply["equal"]:
-        return Verdict(1.0, f"parsed {reply['answer']} vs {reply['reference']}: equal", meta=meta)
+        return Verdict(
+            1.0,
+            f"parsed {reply['answer']} vs {reply['reference']}: equal",
+            meta=meta,
+            quotes=quotes,
+        )
     unparsed = reply.get("unparsed_references") or []
     if len(unparsed) == len(references):
         shown_refs = ", ".join(repr(r) for r in unparsed)
         return Verdict.error(f"math-verify could not parse the reference {shown_refs}", **meta)
     if not reply.get("answer_found"):
         return Verdict(
-            0.0, f"no answer found in the completion (reference {reply['reference']})", meta=meta
+            0.0,
+            f"no answer found in the completion (reference {reply['reference']})",
+            meta=meta,
+            quotes=quotes,
         )
-    return Verdict(0.0, f"parsed {reply['answer']} vs {reply['reference']}: not equal", meta=meta)
+    return Verdict(
+        0.0,
+        f"parsed {reply['answer']} vs {reply['reference']}: not equal",
+        meta=meta,
+        quotes=quotes,
+    )

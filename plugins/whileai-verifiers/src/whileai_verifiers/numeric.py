@@ -106,9 +106,11 @@ class Numeric:
             for a in self._readings(got):
                 for b in self._readings(ref_token):
                     if self.within_tolerance(a, b):
-                        return Verdict(1.0, f"{shown(a)} == {shown(b)}")
-        wanted = " or ".join(ref.text.strip() for ref in ref_tokens)
-        return Verdict(0.0, f"{got.text.strip()} != {wanted}")
+                        return Verdict(
+                            1.0, f"{shown(a)} == {shown(b)}", quotes=(shown(a), shown(b))
+                        )
+        wanted = [ref.text.strip() for ref in ref_tokens]
+        return Verdict(0.0, f"{got.text.strip()} != {' or '.join(wanted)}", quotes=wanted)
 
 
 def _reference_token(reference: Any) -> NumberToken | None:

@@ -823,10 +823,18 @@ class ShopEpisode:
             "changes": len(changes),
             "faults": len(self._faults),
         }
+        # what the reasons quote of the shop that the situation's facts do not hold
+        quotes = [
+            str(v) for v in (target["tracking"], target["shipping_address"], self.target) if v
+        ]
         if failures:
-            return Verdict(0.0, "; ".join(failures), "ok", meta)
+            return Verdict(0.0, "; ".join(failures), "ok", meta, quotes=quotes)
         return Verdict(
-            1.0, f"goal reached ({goal.get('summary', outcome)}); no constraint broken", "ok", meta
+            1.0,
+            f"goal reached ({goal.get('summary', outcome)}); no constraint broken",
+            "ok",
+            meta,
+            quotes=quotes,
         )
 
     def _days_since_delivery(self, order: Mapping[str, Any]) -> int:
