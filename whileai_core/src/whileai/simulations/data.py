@@ -191,9 +191,13 @@ class Simulation:
         report_fields: dict[str, Any],
         output: str | None = None,
         registry: Any = None,
+        exported: Mapping[int, dict[str, Any]] | None = None,
     ) -> None:
         self.trajectories = trajectories
-        self.rows = RowList(export_row(t) for t in trajectories)
+        # the engine hands over each row it already exported on its way to disk (by the
+        # row's identity); any other row is exported here
+        made = exported or {}
+        self.rows = RowList(made.get(id(t)) or export_row(t) for t in trajectories)
         self.metadata = metadata
         self.system_prompts = system_prompts
         self.warnings = warnings

@@ -98,6 +98,9 @@ class _RunState:
     total: int
     #: every secret the run's backends hold, kept out of rows, warnings and reports
     redactor: Redactor = attrs.field(factory=Redactor)
+    #: each streamed row as it went to disk, by the row's identity: ``data.rows`` reuses it
+    #: rather than exporting every row a second time
+    exported: dict[int, dict[str, Any]] = attrs.field(factory=dict)
 
 
 def _key_of(row: Mapping[str, Any]) -> str | None:
@@ -130,8 +133,11 @@ async def _execute(
             key = _key_of(row)
             if key is not None:
                 state.done_keys.add(key)
+            # one export serves the file and the observers
+            exported = export_row(row)
+            state.exported[id(row)] = exported
             if state.writer is not None:
-                state.writer.write(row)
+                state.writer.write(row, exported=exported)
             state.progress.advance(
                 retries=int((row.get("usage") or {}).get("retries") or 0),
                 error=bool(row.get("error")),
@@ -140,7 +146,7 @@ async def _execute(
                 state.registry.pm,
                 "whileai_rollout_finished",
                 run_id=state.run_id,
-                row=export_row(row),
+                row=dict(exported),
                 done=len(state.trajectories),
                 total=state.total,
             ):
@@ -307,7 +313,9 @@ async def _run_once(
         total = planned.planned_rollouts(call.params)
         record = _record(call, opened, planned, sha, total, replayed_from)
 
-        def simulation(trajectories: list[dict[str, Any]]) -> Simulation:
+        def simulation(
+            trajectories: list[dict[str, Any]], exported: Mapping[int, dict[str, Any]] | None = None
+        ) -> Simulation:
             first = next(
                 (t.get("model_version") for t in trajectories if t.get("model_version")), None
             )
@@ -321,6 +329,7 @@ async def _run_once(
                 report_fields=record.report_fields,
                 output=output,
                 registry=call.registry,
+                exported=exported,
             )
 
         state = _start(call, opened, record, simulation, total, warnings)
@@ -761,7 +770,7 @@ def _report(
     record: _Record,
     state: _RunState,
     before: Mapping[int, Any],
-    simulation: Callable[[list[dict[str, Any]]], Simulation],
+    simulation: Callable[[list[dict[str, Any]], Mapping[int, dict[str, Any]]], Simulation],
     warnings: list[str],
 ) -> Simulation:
     """The finished run: where its situations came from, what each backend did, its
@@ -790,7 +799,7 @@ def _report(
         warnings[:] = [redact.text(w) for w in warnings]
         record.report_fields.update(redact.value(dict(record.report_fields)))
         record.metadata.update(redact.value(dict(record.metadata)))
-    return simulation(_in_plan_order(state.trajectories))
+    return simulation(_in_plan_order(state.trajectories), state.exported)
 
 
 def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) -> None:
