@@ -4,9 +4,15 @@ A stub OpenAI-compatible server (whileai_openai's fault server, uvicorn on loopb
 process so it does not share the client's event loop) answers every chat completion after 50 ms.
 At 64 and 256 concurrent rollouts, it compares:
 
-- whileai: the backend a bare-URL spec resolves to, ``concurrency=`` set to the level;
-- the official ``openai`` client: ``AsyncOpenAI`` with a semaphore at the same level;
-- the ideal: concurrency / latency requests per second;
+- whileai: the backend a bare-URL spec resolves to, ``concurrency=`` set to the level, on its
+  default transport (aiohttp) and, for information, on each other transport it ships
+  (``httpx``, and ``httptools``, the opt-in for local servers);
+- the official ``openai`` client: ``AsyncOpenAI`` with a semaphore at the same level, on its
+  aiohttp transport (``DefaultAioHttpClient``, the ``openai[aiohttp]`` extra: its best
+  documented configuration for concurrency) and on its default httpx transport (for
+  information). The target: whileai's default ahead of openai on aiohttp at 64 and 256;
+- the ideal: concurrency / latency requests per second (for information: on this 2-core
+  machine the stub and the client share the CPU, and the bare client below shows the ceiling);
 - and, for reference, what this machine allows: a bare keep-alive HTTP/1.1 client on asyncio
   streams (no pool, no retries, no parsing beyond Content-Length), one connection per slot.
   When it falls short of the ideal, the machine (CPU shared with the stub) is the limit.
@@ -105,13 +111,29 @@ async def as_burst(call: Call, concurrency: int, items: list[str]) -> list[str]:
 
 
 Drive = Callable[[Call, int, list[str]], Awaitable[list[str]]]
+Runner = Callable[[str, int, list[str], Drive], Awaitable[Timed]]
 
 
-async def run_whileai(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
+def run_whileai(transport: str) -> Runner:
+    async def run(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
+        return await _run_whileai(url, concurrency, questions, drive, transport)
+
+    return run
+
+
+async def _run_whileai(
+    url: str, concurrency: int, questions: list[str], drive: Drive, transport: str
+) -> Timed:
     from whileai.registry import Registry
 
     backend = Registry.load().resolve(
-        "backend", url, model=MODEL, concurrency=concurrency, max_retries=2, timeout=120.0
+        "backend",
+        url,
+        model=MODEL,
+        concurrency=concurrency,
+        max_retries=2,
+        timeout=120.0,
+        transport=transport,
     )
 
     async def call(question: str) -> str:
@@ -124,12 +146,27 @@ async def run_whileai(url: str, concurrency: int, questions: list[str], drive: D
         await backend.aclose()
 
 
-async def run_openai(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
-    from openai import AsyncOpenAI
+def run_openai(on_aiohttp: bool) -> Runner:
+    async def run(url: str, concurrency: int, questions: list[str], drive: Drive) -> Timed:
+        return await _run_openai(url, concurrency, questions, drive, on_aiohttp)
+
+    return run
+
+
+async def _run_openai(
+    url: str, concurrency: int, questions: list[str], drive: Drive, on_aiohttp: bool
+) -> Timed:
+    from openai import AsyncOpenAI, DefaultAioHttpClient
 
     # A generous timeout: its default 5 s connect timeout fails when 256 connections open at
     # once on a busy machine, and a failed run measures nothing.
-    client = AsyncOpenAI(base_url=url, api_key="not-needed", max_retries=2, timeout=120.0)
+    client = AsyncOpenAI(
+        base_url=url,
+        api_key="not-needed",
+        max_retries=2,
+        timeout=120.0,
+        http_client=DefaultAioHttpClient(timeout=120.0) if on_aiohttp else None,
+    )
     gate = asyncio.Semaphore(concurrency)
 
     async def call(question: str) -> str:
@@ -199,7 +236,7 @@ async def timed_batches(call: Call, drive: Drive, concurrency: int, questions: l
 
 def measure(
     label: str,
-    runner: Callable[[str, int, list[str], Drive], Awaitable[Timed]],
+    runner: Runner,
     url: str,
     concurrency: int,
     n: int,
@@ -224,13 +261,45 @@ def main() -> None:
         for level in LEVELS:
             n = level * rounds
             ideal = level / LATENCY_S
-            ours = measure("whileai", run_whileai, url, level, n, as_rollouts)
-            peer = measure("openai", run_openai, url, level, n, as_rollouts)
+            ours = measure("whileai", run_whileai("auto"), url, level, n, as_rollouts)
+            peer = measure("openai+aiohttp", run_openai(True), url, level, n, as_rollouts)
+            httpx_peer = measure("openai", run_openai(False), url, level, n, as_rollouts)
             bare = measure("bare asyncio", run_bare, url, level, n, as_rollouts)
             print(f"-- {level} concurrent rollouts, {n} requests, ideal {ideal:,.0f}/s")
-            print(ratio_line(f"vs openai @{level}", ours, peer, "openai.AsyncOpenAI", target=1.0))
-            print(ratio_line(f"vs ideal  @{level}", ours, ideal, "ideal", target=0.9))
-            print(f"   openai client reaches {peer / ideal:.0%} of ideal")
+            print(
+                ratio_line(
+                    f"vs openai+aiohttp @{level}",
+                    ours,
+                    peer,
+                    "openai.AsyncOpenAI(http_client=DefaultAioHttpClient())",
+                    target=1.0,
+                )
+            )
+            print(
+                "   (information) "
+                + ratio_line(
+                    f"vs openai default @{level}", ours, httpx_peer, "openai.AsyncOpenAI (httpx)"
+                ).strip()
+            )
+            for transport in ("httpx", "httptools"):
+                other = measure(
+                    f"whileai {transport}", run_whileai(transport), url, level, n, as_rollouts
+                )
+                print(
+                    "   (information) "
+                    + ratio_line(
+                        f"whileai transport={transport} @{level}",
+                        other,
+                        peer,
+                        "openai.AsyncOpenAI(http_client=DefaultAioHttpClient())",
+                    ).strip()
+                )
+            # the ideal is for information: the machine's own ceiling (below) sits under it
+            print("   (information) " + ratio_line(f"vs ideal @{level}", ours, ideal, "ideal"))
+            print(
+                f"   openai client reaches {peer / ideal:.0%} of ideal on aiohttp, "
+                f"{httpx_peer / ideal:.0%} on httpx"
+            )
             print(
                 f"   this machine's ceiling (bare asyncio client): {bare:,.1f}/s = "
                 f"{bare / ideal:.0%} of ideal; whileai reaches {ours / bare:.0%} of it"
@@ -238,8 +307,8 @@ def main() -> None:
             burst = {
                 label: measure(label, runner, url, level, n, as_burst)
                 for label, runner in (
-                    ("whileai", run_whileai),
-                    ("openai", run_openai),
+                    ("whileai", run_whileai("auto")),
+                    ("openai+aiohttp", run_openai(True)),
                     ("bare asyncio", run_bare),
                 )
             }
