@@ -80,3 +80,45 @@ def test_verdict_objects_pass_through() -> None:
 def test_not_a_scorer() -> None:
     with pytest.raises(TypeError, match="reward must be a verifier"):
         as_scorer(42)
+
+
+class BatchVerifier:
+    """A verifier that decides a batch at once, as one with worker processes does."""
+
+    name = "batch"
+    version = "1"
+
+    def __init__(self, *, broken: bool = False, short: bool = False) -> None:
+        self.batches: list[list[tuple[str, object, object]]] = []
+        self.single = 0
+        self.broken = broken
+        self.short = short
+
+    def verify(self, completion: str, reference: object, prompt: str | None = None) -> Verdict:
+        self.single += 1
+        return Verdict(1.0 if completion == reference else 0.0, "one by one")
+
+    def verify_many(self, pairs: list[tuple[str, object, object]]) -> list[Verdict]:
+        self.batches.append(list(pairs))
+        if self.broken:
+            raise RuntimeError("the pool is gone")
+        verdicts = [Verdict(1.0 if c == r else 0.0, "in a batch") for c, r, _ in pairs]
+        return verdicts[:-1] if self.short else verdicts
+
+
+def test_a_verifier_with_verify_many_grades_all_rows_in_one_batch() -> None:
+    verifier = BatchVerifier()
+    rows = wai.rows(["a?", "b?"], [["x", "y"], ["z"]], verifier, references=["x", "z"])
+    assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0]
+    assert {r["reason"] for r in rows} == {"in a batch"}
+    assert verifier.batches == [[("x", "x", "a?"), ("y", "x", "a?"), ("z", "z", "b?")]]
+    assert verifier.single == 0
+
+
+@pytest.mark.parametrize("fault", ["broken", "short"])
+def test_a_batch_that_fails_or_loses_a_verdict_is_graded_row_by_row(fault: str) -> None:
+    verifier = BatchVerifier(**{fault: True})
+    rows = wai.rows(["a?"], [["x", "y", "x"]], verifier, references=["x"])
+    assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0]
+    assert {r["reason"] for r in rows} == {"one by one"}
+    assert verifier.single == 3

@@ -25,7 +25,7 @@ from whileai.schema.records import (
     prompt_hash,
     to_row,
 )
-from whileai.scoring import Scorer, as_scorer, grade_row
+from whileai.scoring import Scorer, as_scorer, grade_rows
 
 __all__ = ["RowsWarning", "build_rows", "rows"]
 
@@ -272,7 +272,7 @@ def build_rows(
         scorer = as_scorer(reward)
 
     rows: list[dict[str, Any]] = []
-    errors: list[str] = []
+    where_of: list[str] = []
     for i, ((prompt, messages), (_, group)) in enumerate(zip(parsed, groups, strict=True)):
         privileged = {"reference": refs[i]} if refs[i] is not None else None
         for j, completion in enumerate(group):
@@ -293,14 +293,18 @@ def build_rows(
                 row = to_row(task, rollout, judgment, row_markers)
             except RowError as exc:
                 raise RowError(f"{where}: {exc}") from None
-            if scorer is not None:
-                try:
-                    row = grade_row(row, scorer)
-                except RowError as exc:
-                    raise RowError(f"{where}: {exc}") from None
-                if row.get("judge_status") == "error":
-                    errors.append(f"{where}: {row.get('reason')}")
             rows.append(row)
+            where_of.append(where)
+    errors: list[str] = []
+    if scorer is not None:
+        # one batch when the scorer decides batches (a verifier with verify_many spreads the
+        # rows over its workers)
+        rows = grade_rows(rows, scorer, names=where_of)
+        errors = [
+            f"{where}: {row.get('reason')}"
+            for where, row in zip(where_of, rows, strict=True)
+            if row.get("judge_status") == "error"
+        ]
     if errors:
         shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
         warnings.warn(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -53,12 +53,45 @@ class Verifier(Protocol):
 
 @attrs.frozen
 class Scorer:
-    """A normalised scorer: ``score(row) -> Verdict`` plus who it is."""
+    """A normalised scorer: ``score(row) -> Verdict`` plus who it is.
+
+    ``score_many(rows) -> verdicts`` is there when the scorer decides a batch faster than one
+    row at a time (a verifier with ``verify_many``, which spreads the rows over its workers).
+    """
 
     name: str
     label_source: str
     meta: Mapping[str, Any]
     score: Callable[[Mapping[str, Any]], Verdict] = attrs.field(repr=False)
+    score_many: Callable[[Sequence[Mapping[str, Any]]], list[Verdict]] | None = attrs.field(
+        default=None, repr=False
+    )
+
+
+def grade_rows(
+    rows: Sequence[Mapping[str, Any]], scorer: Scorer, *, names: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """``grade_row`` over ``rows``, in order: in one batch when the scorer decides batches
+    (``score_many``), row by row otherwise, and row by row after a batch that raised, so one
+    bad row still costs only its own verdict. A scorer's bug (a reward outside [0, 1]) raises
+    RowError naming the row (``names[i]`` when given)."""
+    verdicts: list[Any] | None = None
+    if scorer.score_many is not None and len(rows) > 1:
+        try:
+            verdicts = list(scorer.score_many(rows))
+        except Exception:
+            verdicts = None
+        if verdicts is not None and len(verdicts) != len(rows):
+            verdicts = None
+    out: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(grade_row(row, scorer, index=i, verdict=verdicts[i] if verdicts else None))
+        except RowError as exc:
+            if names is None:
+                raise
+            raise RowError(f"{names[i]}: {exc}") from None
+    return out
 
 
 def keep_quotes(row: dict[str, Any], verdict: Verdict) -> None:
@@ -145,7 +178,16 @@ def as_scorer(reward: Any) -> Scorer:
 
         verifier_meta: dict[str, Any] = {"name": verifier.name, "version": verifier.version}
         verifier_meta.update(getattr(verifier, "meta", {}) or {})
-        return Scorer(verifier.name, "verifier", verifier_meta, score_verifier)
+        many = getattr(verifier, "verify_many", None)
+        score_many = None
+        if callable(many):
+
+            def score_many(rows: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+                return list(
+                    many([(r["final_text"], reference_of(r), r.get("prompt")) for r in rows])
+                )
+
+        return Scorer(verifier.name, "verifier", verifier_meta, score_verifier, score_many)
     if callable(reward):
         fn = reward
         arity = _positional_arity(fn)
@@ -168,16 +210,24 @@ def as_scorer(reward: Any) -> Scorer:
 
 
 def grade_row(
-    row: Mapping[str, Any], scorer: Scorer, *, index: int | None = None
+    row: Mapping[str, Any],
+    scorer: Scorer,
+    *,
+    index: int | None = None,
+    verdict: Any = None,
 ) -> dict[str, Any]:
-    """A copy of ``row`` with the scorer's verdict and its provenance written on it."""
+    """A copy of ``row`` with the scorer's verdict and its provenance written on it
+    (``verdict``, when a batch already decided it; the scorer is asked otherwise)."""
     where = f"row {index}" if index is not None else "row"
-    try:
-        raw = scorer.score(row)
-    except Exception as exc:
-        verdict = Verdict.error(f"{type(exc).__name__}: {exc}")
+    if verdict is not None:
+        verdict = as_verdict(verdict, what=f"{scorer.name} on {where}")
     else:
-        verdict = as_verdict(raw, what=f"{scorer.name} on {where}")
+        try:
+            raw = scorer.score(row)
+        except Exception as exc:
+            verdict = Verdict.error(f"{type(exc).__name__}: {exc}")
+        else:
+            verdict = as_verdict(raw, what=f"{scorer.name} on {where}")
     graded = dict(row)
     graded["reward"] = verdict.reward
     graded["judge_name"] = scorer.name
