@@ -541,3 +541,61 @@ def test_tuples_are_ordered_and_sets_are_not_as_math_verify_compares_them(strict
     assert math_equal.verify("$(1,2,3)$", "(1,2,3)").reward == 1.0
     assert math_equal.verify("$(3,2,1)$", "(1,2,3)").reward == 0.0
     assert math_equal.verify("$\\{3,2,1\\}$", "\\{1,2,3\\}").reward == 1.0
+
+
+BATCH = [
+    ("$\\frac{6}{8}$", "\\frac{3}{4}"),  # the fast path: exact rationals
+    ("#### 18", "18"),  # the fast path: a GSM8K answer
+    ("$\\sqrt{12}$", "2\\sqrt{3}"),  # math-verify
+    ("$\\{2,1\\}$", "\\{1,2\\}"),  # math-verify
+    ("$(x-1)^2$", "x^2+2x+1"),  # math-verify, not equal
+    ("$\\pi/2$", "\\frac{\\pi}{2}", "What is a right angle in radians?"),
+    ("42", None),  # no reference: an error verdict, as verify gives
+]
+
+
+def test_verify_many_gives_verifys_verdicts_in_order_using_every_worker() -> None:
+    with MathEqual(workers=2) as batch, MathEqual(workers=1) as single:
+        many = batch.verify_many(BATCH)
+        assert len(batch.worker_pids) == 2  # the slow pairs went to both workers at once
+        one_by_one = [single.verify(pair[0], pair[1]) for pair in BATCH]
+    assert [(v.reward, v.status, v.reason) for v in many] == [
+        (v.reward, v.status, v.reason) for v in one_by_one
+    ]
+    assert [v.reward for v in many] == [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, None]
+
+
+def test_verify_many_names_a_malformed_pair_before_deciding_any() -> None:
+    with MathEqual() as verifier:
+        with pytest.raises(ValueError, match=r"pairs\[1\] must be \(completion, reference\)"):
+            verifier.verify_many([("1", "1"), "just text"])
+        assert verifier.worker_pids == []
+
+
+def test_rows_grade_a_batch_through_verify_many() -> None:
+    with MathEqual(workers=2) as verifier:
+        rows = wai.rows(
+            [f"q{i}" for i in range(4)],
+            ["$\\sqrt{12}$", "$\\{2,1\\}$", "$(x-1)^2$", "#### 7"],
+            verifier,
+            references=["2\\sqrt{3}", "\\{1,2\\}", "x^2+2x+1", "7"],
+        )
+        assert len(verifier.worker_pids) == 2
+    assert [r["reward"] for r in rows] == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_requests_naming_a_slot_share_that_slots_worker() -> None:
+    from whileai_verifiers._workers import WorkerPool
+
+    pool = WorkerPool("whileai_verifiers._mathworker", 2)
+    try:
+        payload = {"answer": "$\\sqrt{12}$", "references": ["2\\sqrt{3}"], "options": {}}
+        with concurrent.futures.ThreadPoolExecutor(4) as threads:
+            replies = list(threads.map(lambda _: pool.request(payload, 30.0, slot=1), range(4)))
+        assert all(r["equal"] for r in replies)
+        assert len(pool.running) == 1  # four requests at once, one slot: one worker
+        with pytest.raises(ValueError, match=r"slot must be in 0\.\.1, got 2"):
+            pool.request(payload, 30.0, slot=2)
+    finally:
+        pool.close()
+    assert pool.running == []

@@ -48,6 +48,8 @@ class _Worker:
             start_new_session=True,
         )
         self._buffer = b""
+        #: the pool's slot this worker holds
+        self.slot = 0
         self.hello = self.read(time.monotonic() + STARTUP_SECONDS)
 
     def request(self, payload: dict[str, Any], deadline: float) -> dict[str, Any]:
@@ -100,9 +102,14 @@ def _shutdown(workers: list[_Worker], spawner: concurrent.futures.ThreadPoolExec
 class WorkerPool:
     """Up to ``size`` workers, started on demand; a request waits for a free one.
 
+    Each worker holds a slot (0 to ``size - 1``). A request may name the slot it wants
+    (``slot=``): requests about one reference then go to one worker, which parsed that
+    reference before and has warmed its parser on it; a request that names none takes any
+    idle worker.
+
     Thread-safe. A worker that misses its deadline or crashes is killed and forgotten; the next
-    request starts a fresh one. Every worker is killed by :meth:`close`, when the pool is
-    garbage-collected, or at interpreter exit.
+    request starts a fresh one in its slot. Every worker is killed by :meth:`close`, when the
+    pool is garbage-collected, or at interpreter exit.
     """
 
     def __init__(self, module: str, size: int) -> None:
@@ -112,7 +119,10 @@ class WorkerPool:
         self.size = size
         self._idle: list[_Worker] = []
         self._changed = threading.Condition()
-        self._started = 0
+        #: the live worker of each slot, idle or busy
+        self._slots: dict[int, _Worker] = {}
+        #: slots whose worker is being started
+        self._starting: set[int] = set()
         self._all: list[_Worker] = []
         self._closed = False
         # Workers are started from this one thread, which lives as long as the pool: a worker
@@ -120,34 +130,60 @@ class WorkerPool:
         self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="workers")
         self._finalizer = weakref.finalize(self, _shutdown, self._all, self._spawner)
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self, slot: int | None = None) -> _Worker:
         with self._changed:
             while True:
                 if self._closed:
                     raise RuntimeError("the worker pool is closed")
-                while self._idle:
-                    worker = self._idle.pop()
-                    if worker.process.poll() is None:
+                self._drop_dead_idle()
+                if slot is None:
+                    if self._idle:
+                        return self._idle.pop()
+                    free = self._free_slot()
+                else:
+                    worker = self._slots.get(slot)
+                    if worker is not None and worker in self._idle:
+                        self._idle.remove(worker)
                         return worker
-                    # Died while idle (the OOM killer, a stray signal): replace it quietly.
-                    self._started -= 1
-                    if worker in self._all:
-                        self._all.remove(worker)
-                    worker.kill()
-                if self._started < self.size:
-                    self._started += 1
+                    free = slot if worker is None and slot not in self._starting else None
+                if free is not None:
+                    self._starting.add(free)
                     break
                 self._changed.wait()
+        assert free is not None
         try:
             worker = self._spawner.submit(_Worker, self.module).result()
         except BaseException:
             with self._changed:
-                self._started -= 1
-                self._changed.notify()
+                self._starting.discard(free)
+                self._changed.notify_all()
             raise
+        worker.slot = free
         with self._changed:
+            self._starting.discard(free)
+            self._slots[free] = worker
             self._all.append(worker)
         return worker
+
+    def _free_slot(self) -> int | None:
+        for candidate in range(self.size):
+            if candidate not in self._slots and candidate not in self._starting:
+                return candidate
+        return None
+
+    def _drop_dead_idle(self) -> None:
+        """Workers that died while idle (the OOM killer, a stray signal) are replaced
+        quietly: their slots are free again."""
+        for worker in [w for w in self._idle if w.process.poll() is not None]:
+            self._idle.remove(worker)
+            self._unslot(worker)
+            worker.kill()
+
+    def _unslot(self, worker: _Worker) -> None:
+        if self._slots.get(worker.slot) is worker:
+            del self._slots[worker.slot]
+        if worker in self._all:
+            self._all.remove(worker)
 
     def _release(self, worker: _Worker) -> None:
         with self._changed:
@@ -155,15 +191,13 @@ class WorkerPool:
                 worker.kill()
                 return
             self._idle.append(worker)
-            self._changed.notify()
+            self._changed.notify_all()
 
     def _forget(self, worker: _Worker) -> None:
         worker.kill()
         with self._changed:
-            self._started -= 1
-            if worker in self._all:
-                self._all.remove(worker)
-            self._changed.notify()
+            self._unslot(worker)
+            self._changed.notify_all()
 
     def hello(self) -> dict[str, Any]:
         """The first line a worker wrote (what it runs); starts one if none is running."""
@@ -171,14 +205,19 @@ class WorkerPool:
         self._release(worker)
         return worker.hello
 
-    def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The worker's reply to ``payload``; WorkerTimeout after ``timeout`` seconds.
+    def request(
+        self, payload: dict[str, Any], timeout: float, *, slot: int | None = None
+    ) -> dict[str, Any]:
+        """The worker's reply to ``payload`` (from the worker of ``slot`` when given);
+        WorkerTimeout after ``timeout`` seconds.
 
         A worker that dies without answering is replaced and the request sent once more (the
         requests are pure, so repeating one is safe); a second death raises WorkerCrashed.
         """
+        if slot is not None and not 0 <= slot < self.size:
+            raise ValueError(f"slot must be in 0..{self.size - 1}, got {slot}")
         for attempt in (1, 2):
-            worker = self._acquire()
+            worker = self._acquire(slot)
             try:
                 reply = worker.request(payload, time.monotonic() + timeout)
             except WorkerCrashed:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from fractions import Fraction
 from importlib.metadata import version
@@ -163,21 +165,82 @@ class MathEqual:
         return self._pool.running if self._pool is not None else []
 
     def verify(self, completion: str, reference: Any, prompt: str | None = None) -> Verdict:
+        decided, references = self._decide_fast(completion, reference)
+        return decided if decided is not None else self._slow(completion, references)
+
+    def _decide_fast(self, completion: Any, reference: Any) -> tuple[Verdict | None, list[str]]:
+        """The verdict when it needs no math-verify (bad input, the fast path), and the
+        references as text for the slow path otherwise."""
         if reference is None:
-            return Verdict.error("no reference to compare with (privileged.reference is empty)")
+            return Verdict.error("no reference to compare with (privileged.reference is empty)"), []
         if not isinstance(completion, str):
-            return Verdict.error(f"the completion is a {type(completion).__name__}, not a string")
+            return Verdict.error(
+                f"the completion is a {type(completion).__name__}, not a string"
+            ), []
         references = [
             _reference_text(r)
             for r in (reference if isinstance(reference, list | tuple) else [reference])
         ]
         if not references:
-            return Verdict.error("the reference list is empty")
+            return Verdict.error("the reference list is empty"), []
         if self.fast_path:
             fast = self._fast(completion, references)
             if fast is not None:
-                return fast
-        return self._slow(completion, references)
+                return fast, references
+        return None, references
+
+    def verify_many(self, pairs: Iterable[Sequence[Any]]) -> list[Verdict]:
+        """Verdicts for ``(completion, reference[, prompt])`` pairs, in order.
+
+        The fast path decides what it can in this thread; the rest go to the slow path's
+        ``workers`` processes at once, so a batch of LaTeX answers uses every core. Every
+        pair is checked before any is decided, so a malformed one fails the call at once,
+        naming its index. The verdicts are the ones ``verify`` gives, pair by pair.
+        """
+        checked: list[tuple[str, Any]] = []
+        for index, pair in enumerate(pairs):
+            if (
+                isinstance(pair, str | bytes)
+                or not isinstance(pair, Sequence)
+                or len(pair) not in (2, 3)
+            ):
+                raise ValueError(
+                    f"pairs[{index}] must be (completion, reference) or (completion, reference, "
+                    f"prompt), got {type(pair).__name__}"
+                )
+            checked.append((pair[0], pair[1]))
+        verdicts: list[Verdict | None] = [None] * len(checked)
+        slow: list[tuple[int, str, list[str]]] = []
+        for index, (completion, reference) in enumerate(checked):
+            decided, references = self._decide_fast(completion, reference)
+            if decided is not None:
+                verdicts[index] = decided
+            else:
+                slow.append((index, completion, references))
+        if len(slow) > 1 and self.timeout is not None and self.workers > 1:
+            # One thread per worker, each reference's pairs on one worker: it parses the
+            # reference once and its parser is warm for the answers written like it.
+            groups: dict[int, list[tuple[int, str, list[str]]]] = {}
+            for job in slow:
+                groups.setdefault(_slot_of(job[2], self.workers), []).append(job)
+            self._workers()
+
+            def run_group(slot: int) -> list[tuple[int, Verdict]]:
+                return [(i, self._slow(c, refs, slot=slot)) for i, c, refs in groups[slot]]
+
+            with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+                for group_verdicts in pool.map(run_group, sorted(groups)):
+                    for index, verdict in group_verdicts:
+                        verdicts[index] = verdict
+        else:
+            for index, completion, refs in slow:
+                verdicts[index] = self._slow(completion, refs)
+        return [v for v in verdicts if v is not None]
+
+    def _workers(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(_WORKER_MODULE, self.workers)
+        return self._pool
 
     def _fast(self, completion: str, references: Sequence[str]) -> Verdict | None:
         for ref in references:
@@ -239,7 +302,7 @@ class MathEqual:
             quotes=wanted,
         )
 
-    def _slow(self, completion: str, references: list[str]) -> Verdict:
+    def _slow(self, completion: str, references: list[str], slot: int | None = None) -> Verdict:
         payload = {
             "answer": completion,
             "references": references,
@@ -253,10 +316,8 @@ class MathEqual:
                 completion, references, self.strict, **self.math_verify_options
             )
         else:
-            if self._pool is None:
-                self._pool = WorkerPool(_WORKER_MODULE, self.workers)
             try:
-                reply = self._pool.request(payload, self.timeout)
+                reply = self._workers().request(payload, self.timeout, slot=slot)
             except WorkerTimeout:
                 reason = f"timeout after {self.timeout}s"
                 if self.on_timeout == "fail":
@@ -265,6 +326,11 @@ class MathEqual:
             except WorkerCrashed as exc:
                 return Verdict.error(f"math-verify worker failed: {exc}", path="math-verify")
         return _verdict(reply, references)
+
+
+def _slot_of(references: list[str], workers: int) -> int:
+    """The worker a reference's pairs go to in a batch: stable across batches and processes."""
+    return zlib.crc32("\x00".join(references).encode("utf-8")) % workers
 
 
 def _shown_fraction(value: Fraction) -> str:
