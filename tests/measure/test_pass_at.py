@@ -282,3 +282,24 @@ def test_pass_at_counts_flagged_hacks_as_failures_or_leaves_them_out_on_request(
     assert "2 rows flagged hack_suspected left out" in str(dropped)
     with pytest.raises(ValueError, match="hacks must be one of 'keep', 'drop'"):
         wai.pass_at(rows, hacks="skip")  # type: ignore[arg-type]
+
+
+def test_a_rollout_given_twice_is_counted_once_and_said() -> None:
+    from whileai.schema.source import DuplicateRowsWarning
+
+    rows = grouped([[1, 0, 1, 1], [0, 0, 1, 0], [1, 1, 0, 1]])
+    for n, row in enumerate(rows):
+        row["lineage"] = {"rollout_key": f"{row['task_id']}/r{n % 4}"}
+    once = wai.pass_at(rows)
+    with pytest.warns(DuplicateRowsWarning, match=r"12 of 24 rows repeat a rollout already given"):
+        twice = wai.pass_at(rows + rows)
+    assert (
+        (twice.pass_at_1, twice.counts.rows)
+        == (once.pass_at_1, once.counts.rows)
+        == (once.pass_at_1, 12)
+    )
+    assert twice.pass_pow_k == once.pass_pow_k
+    # rows without a rollout key are samples, however alike: four "5"s are four answers
+    same = grouped([[1, 1, 1, 1]])
+    assert wai.pass_at(same).counts.rows == 4
+

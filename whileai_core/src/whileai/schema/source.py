@@ -95,7 +95,7 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
         fields = getattr(source, "_report_fields", None) or {}
         policy = getattr(source, "repeat_policy", None) or fields.get("repeat_policy")
         label = f"run {metadata['run_id']}" if metadata.get("run_id") else type(source).__name__
-        rows = trajectories if privileged else _carried(source, what)
+        rows = _unique_given(trajectories if privileged else _carried(source, what), what)
         return RowSource(
             rows,
             label,
@@ -105,12 +105,13 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
             run=source,
         )
     if carries_rows or (not isinstance(source, Sequence) and hasattr(source, "rows")):
-        rows = _carried(source, what)
+        rows = _unique_given(_carried(source, what), what)
         return RowSource(rows, f"{len(rows)} rows", run=source)
     if isinstance(source, Sequence):
-        return RowSource(source, f"{len(source)} rows")
+        rows = _unique_given(source, what)
+        return RowSource(rows, f"{len(rows)} rows")
     if isinstance(source, Iterable):
-        listed = list(source)
+        listed = _unique_given(list(source), what)
         return RowSource(listed, f"{len(listed)} rows")
     raise TypeError(_wrong(what, source))
 
@@ -126,6 +127,34 @@ def _carried(source: Any, what: str) -> Sequence[Mapping[str, Any]]:
     if isinstance(rows, Sequence) and not isinstance(rows, str | bytes):
         return rows
     raise TypeError(f"{what}: .rows of a {type(source).__name__} is {rows!r}, not a list of rows")
+
+
+def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
+    """``rows`` with each rollout once: a row whose ``lineage.rollout_key`` an earlier row has
+    is that rollout given again (``rows + rows``, a list built from two reads of one run), not
+    another sample. Rows without a key are separate samples, however alike they read (one
+    prompt answered "5" four times). ``rows`` itself when nothing repeats."""
+    seen: set[str] = set()
+    dropped: list[int] = []
+    for i, row in enumerate(rows):
+        lineage = row.get("lineage") if isinstance(row, Mapping) else None
+        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+        if isinstance(key, str):
+            if key in seen:
+                dropped.append(i)
+            seen.add(key)
+    if not dropped:
+        return rows
+    gone = set(dropped)
+    shown = ", ".join(map(str, dropped[:5])) + (" and more" if len(dropped) > 5 else "")
+    warnings.warn(
+        f"{what}: {len(dropped)} of {len(rows)} rows repeat a rollout already given (the same "
+        f"lineage.rollout_key; rows {shown}); each rollout is counted once, and a row number "
+        "in a later error counts the rows kept",
+        DuplicateRowsWarning,
+        stacklevel=4,
+    )
+    return [row for i, row in enumerate(rows) if i not in gone]
 
 
 def _unique_rollouts(read: FileRows) -> FileRows:
@@ -162,8 +191,9 @@ def _wrong(what: str, source: Any) -> str:
 
 
 class DuplicateRowsWarning(UserWarning):
-    """A run file held the same rollout more than once (two writers, or rows appended twice);
-    every reader keeps the first and says how many it dropped."""
+    """The same rollout was given more than once: a run file holding it twice (two writers,
+    rows appended twice), or a list of rows repeating one (``rows + rows``). Every reader keeps
+    the first and says how many it dropped."""
 
 
 def _from_file(path: Path, what: str) -> RowSource:
