@@ -1,18 +1,23 @@
 """How fast each situation-search strategy finds planted failures, against random draws.
 
 The planted world (``whileai_strategies.planted``) has 60 cells (topic x channel x tone):
-three of them fail whatever the draw, and two rare quirks (one draw in ten each, any cell)
-send the instant agent down a wrong path of its own. Each strategy runs in a real
-``simulate()`` (in process, one rollout per situation) over several seeds, and the benchmark
-prints, per strategy:
+eight of them fail whatever the draw (every tone of account questions by email, every channel
+of angry billing questions, and one lone cell), and two rare quirks (one draw in ten each, any
+cell) send the instant agent down a wrong path of its own: ten planted failures. Each
+strategy runs in a real ``simulate()`` (in process, one rollout per situation) over several
+seeds, and the benchmark prints, per strategy:
 
-- rollouts needed to find all five planted failures (median over seeds; "not found" when a
+- rollouts needed to find all ten planted failures (median over seeds; "not found" when a
   seed's run ended first), and its ratio to ``random`` (target: bandit, novelty and
   map_elites each at most a third of random's);
 - failures found within a fixed budget.
 
 The peer is ``random``, the baseline the issue names; the same world, agent, seeds and
-budget on both sides.
+budget on both sides. What any strategy can reach here is bounded by the lone cell, which no
+neighbour points to. The last line prints, for reference, an offline simulation of a search
+that visits every cell once in a random order and the neighbours of each failure first (cells
+sharing two of its three values), told its results in batches of 8 as the engine's search is:
+what a strategy that infers regions from neighbours reaches on this world.
 
     python3 dev.py bench bench_search [--quick]
 """
@@ -20,6 +25,8 @@ budget on both sides.
 from __future__ import annotations
 
 import argparse
+import itertools
+import random
 import statistics
 import sys
 import time
@@ -29,7 +36,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import whileai as wai
-from whileai_strategies.planted import PLANTED, PlantedPlugin, planted_found
+from whileai_strategies.planted import (
+    DIMENSIONS,
+    FAILING_CELLS,
+    PLANTED,
+    QUIRK_CHANCE,
+    QUIRKS,
+    PlantedPlugin,
+    planted_found,
+)
 
 STRATEGIES = ("random", "grid", "bandit", "novelty", "map_elites")
 LEARNERS = ("bandit", "novelty", "map_elites")
@@ -65,6 +80,49 @@ def needed(rows: list[dict[str, Any]]) -> int | None:
 
 def found_within(rows: list[dict[str, Any]], budget: int) -> int:
     return len({planted_found(r) for r in rows[:budget]} - {None})
+
+
+def reference_search(seed: int, batch: int = 8) -> int:
+    """Rollouts an explore-once, neighbours-first search needs to find every planted failure
+    (the world's rules replayed offline: the same cells, regions and quirk chance)."""
+    rng = random.Random(seed)
+    cells = list(itertools.product(*DIMENSIONS.values()))
+    order = rng.sample(cells, len(cells))
+    visited: set[tuple[str, ...]] = set()
+    failing: list[tuple[str, ...]] = []
+    found: set[str] = set()
+    n = 0
+    while True:
+        plan: list[tuple[str, ...]] = []
+        for _ in range(batch):
+            near = [
+                c
+                for c in cells
+                if c not in visited
+                and c not in plan
+                and any(sum(a == b for a, b in zip(c, f, strict=True)) >= 2 for f in failing)
+            ]
+            rest = [c for c in order if c not in visited and c not in plan]
+            plan.append(near[0] if near else rest[0] if rest else rng.choice(cells))
+        for cell in plan:
+            n += 1
+            visited.add(cell)
+            draw = rng.random()
+            quirk = next(
+                (
+                    q
+                    for i, q in enumerate(QUIRKS)
+                    if QUIRK_CHANCE * i <= draw < QUIRK_CHANCE * (i + 1)
+                ),
+                None,
+            )
+            if cell in FAILING_CELLS:
+                found.add("/".join(cell))
+                failing.append(cell)
+            elif quirk is not None:
+                found.add(quirk)
+            if len(found) == len(PLANTED):
+                return n
 
 
 def main() -> None:
@@ -115,6 +173,11 @@ def main() -> None:
         ratio = results[strategy]["median"] / base
         verdict = "met" if ratio <= 1 / 3 else "NOT met"
         print(f"{strategy}: {ratio:.2f}x random's rollouts (target <= 0.33x: {verdict})")
+    reference = statistics.median(reference_search(seed) for seed in range(1000))
+    print(
+        f"(information) an explore-once, neighbours-first search, simulated offline over 1000 "
+        f"seeds: median {reference:g} rollouts = {reference / base:.2f}x random's"
+    )
 
 
 if __name__ == "__main__":
