@@ -97,6 +97,18 @@ def test_episodes_are_independent(world: World) -> None:
     assert second.state()["orders"] == episode(world, sit).state()["orders"]
 
 
+def test_a_state_taken_is_not_changed_by_later_calls(world: World) -> None:
+    sit = situation(world, 1, intent="refund", difficulty="easy")
+    order_id = sit.hidden_state["order_id"]
+    ep = episode(world, sit)
+    before = ep.state()
+    ep.call("refund_order", {"order_id": order_id, "reason": "broken"})
+    before["orders"][order_id]["status"] = "edited by a reader"
+    assert before["orders"][order_id]["refunded"] is False
+    assert ep.state()["orders"][order_id]["refunded"] is True
+    assert ep.state()["orders"][order_id]["status"] != "edited by a reader"
+
+
 def test_state_names_nothing_privileged(world: World) -> None:
     sit = situation(world, 2, intent="address_change", difficulty="hard")
     ep = episode(world, sit)

@@ -17,7 +17,6 @@ only within ``refund_window_days`` of delivery; addresses only change before shi
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import hashlib
 import random
@@ -155,6 +154,12 @@ def _order(
 
 def _seed_of(situation_id: str) -> int:
     return int(hashlib.sha256(situation_id.encode("utf-8")).hexdigest()[:12], 16)
+
+
+def _copy_orders(orders: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A copy of the shop's orders: each order is one level of plain values, so a copy of
+    each order is a deep copy, at a fraction of ``copy.deepcopy``'s cost per rollout."""
+    return {order_id: dict(order) for order_id, order in orders.items()}
 
 
 def build_orders(situation: Situation) -> dict[str, dict[str, Any]]:
@@ -560,7 +565,7 @@ class ShopEpisode:
     _calls: int = 0
 
     def __attrs_post_init__(self) -> None:
-        self._initial = copy.deepcopy(self.orders)
+        self._initial = _copy_orders(self.orders)
 
     @property
     def customer(self) -> str:
@@ -614,7 +619,7 @@ class ShopEpisode:
 
     def _lagging(self) -> dict[str, dict[str, Any]]:
         """The shop as a lagging replica sees it: the episode's start, one status behind."""
-        lagging = copy.deepcopy(self._initial)
+        lagging = _copy_orders(self._initial)
         for order in lagging.values():
             order["status"] = _STATUS_BEHIND[order["status"]]
             if order["status"] != "delivered":
@@ -739,7 +744,7 @@ class ShopEpisode:
         """The shop at the end of the rollout and what the agent changed. Which order the
         customer meant is not in it (that is the situation's hidden state)."""
         return {
-            "orders": copy.deepcopy(self.orders),
+            "orders": _copy_orders(self.orders),
             "changes": [
                 {
                     "step": a["step"],
