@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the kinds of plugins: models, worlds, verifiers
     ("backends", "backend_use", "worlds", "verify"),
     # what runs on the kinds: the executor contract, graders, rows from outputs, measurements
-    ("executors", "graders", "build_rows", "measure"),
+    ("executors", "graders", "build_rows", "measure", "response_cache"),
     # the entry points a user calls
     ("simulations", "judging", "ranking"),
     # the command line, the shared test doubles

@@ -222,7 +222,10 @@ def resolve_backend(
     (``offer`` and ``options`` as for :meth:`Registry.resolve`)."""
     if spec is not None and not isinstance(spec, str):
         if isinstance(spec, Backend):
-            return spec
+            # a live backend is the caller's; a registry that wraps backends (the response
+            # cache) wraps it too
+            wrap = getattr(registry, "backend_wrapper", None)
+            return wrap(spec) if wrap is not None else spec
         raise TypeError(f"a {role} model must be a spec string or a backend, got {spec!r}")
     chosen = spec if spec is not None else default_spec(role, environ)[0]
     backend = get_registry(registry).resolve("backend", chosen, offer=offer, **options)

@@ -103,6 +103,8 @@ class RegistrySpec:
     distributions: Mapping[str, tuple[str | None, str | None]]
     failures: tuple[LoadFailure, ...] = ()
     blocked: tuple[str, ...] = ()
+    #: what the registry applies to every backend it resolves (the response cache), pickled
+    backend_wrapper: Any = None
 
     @classmethod
     def of(cls, registry: Registry) -> RegistrySpec:
@@ -117,6 +119,7 @@ class RegistrySpec:
             registry.distributions,
             tuple(registry.failures),
             tuple(registry.blocked),
+            registry.backend_wrapper,
         )
 
     def problems(self) -> list[str]:
@@ -147,6 +150,7 @@ class RegistrySpec:
             failures=self.failures,
             blocked=self.blocked,
             distributions=self.distributions,
+            backend_wrapper=self.backend_wrapper,
         )
 
 

@@ -172,9 +172,12 @@ class Registry:
         failures: Sequence[LoadFailure] = (),
         blocked: Sequence[str] = (),
         distributions: Mapping[str, tuple[str | None, str | None]] | None = None,
+        backend_wrapper: Callable[[Any], Any] | None = None,
     ) -> None:
         pm.check_pending()
         self.pm = pm
+        #: applied to every backend this registry resolves (the response cache is one)
+        self.backend_wrapper = backend_wrapper
         self.failures: list[LoadFailure] = list(failures)
         self.blocked: tuple[str, ...] = tuple(blocked)
         self._distributions = dict(distributions or {})
@@ -318,9 +321,21 @@ class Registry:
         entry, argument = self.lookup(kind, spec)
         if offer:
             options = {**accepted(entry.factory, offer), **options}
-        if argument is None:
-            return entry.factory(**options)
-        return entry.factory(argument, **options)
+        built = entry.factory(**options) if argument is None else entry.factory(argument, **options)
+        if kind == "backend" and self.backend_wrapper is not None:
+            return self.backend_wrapper(built)
+        return built
+
+    def with_backend_wrapper(self, wrapper: Callable[[Any], Any] | None) -> Registry:
+        """This registry's plugins, with ``wrapper`` applied to every backend it resolves
+        (``wrapper(backend) -> backend``; None: none). The registry itself is unchanged."""
+        return Registry(
+            self.pm,
+            failures=self.failures,
+            blocked=self.blocked,
+            distributions=self._distributions,
+            backend_wrapper=wrapper,
+        )
 
     def __contains__(self, item: tuple[str, str]) -> bool:
         kind, name = item

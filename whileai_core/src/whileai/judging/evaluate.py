@@ -22,6 +22,7 @@ from whileai.backends import Backend, BackendError, Completion, Sampling, resolv
 from whileai.build_rows import build_rows
 from whileai.judging.grade import (
     Judge,
+    cached_registry,
     check_concurrency,
     grade_rows,
     resolve_judge,
@@ -297,6 +298,7 @@ def evaluate(
     concurrency: int | None = None,
     seed: int = 0,
     registry: Registry | None = None,
+    cache: Any = None,
 ) -> ScoredData:
     """Answer every prompt ``repeats`` times with ``agent`` and grade the answers.
 
@@ -319,6 +321,9 @@ def evaluate(
         concurrency: calls in flight at once, answers and judging alike (default 16).
         seed: the seed every answer's own seed is derived from (with its task and repeat).
         registry: where specs resolve (default: the installed plugins).
+        cache: a directory where the agent's and the judge's answers are cached, so the same
+            call again costs no tokens and gives the same rows (``False``: none; None:
+            ``WHILEAI_CACHE``'s directory, else none); ``report()["cache"]`` counts it.
 
     Returns:
         A :class:`ScoredData` whose rows carry ``task_id``, ``prompt``, ``final_text``,
@@ -344,7 +349,7 @@ def evaluate(
     inputs = _with_system(prompts, system_prompt)
     # the rows are checked before any model is called, so a bad prompt costs nothing
     templates = build_rows(inputs, [""] * len(inputs), None, references, task_ids)
-    reg = get_registry(registry)
+    reg, wrapper = cached_registry(get_registry(registry), cache)
     resolved_judge = resolve_judge(judge, reg)
     try:
         resolved_agent = resolve_agent(agent, reg, limit)
@@ -365,4 +370,6 @@ def evaluate(
             system_prompt=system_prompt or "",
         )
     )
+    if wrapper is not None:
+        result.metadata["cache"] = wrapper.report()
     return result

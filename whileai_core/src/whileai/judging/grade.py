@@ -24,6 +24,7 @@ from whileai.backends import EMBEDDED_SPEC, default_spec
 from whileai.graders import LLM_GRADE_JUDGE, Grader, resolve_grader
 from whileai.judging.scored import ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
+from whileai.response_cache import CachingBackends, caching
 from whileai.schema.provenance import self_judged
 from whileai.schema.records import RowError
 from whileai.schema.source import RowSource, row_source
@@ -270,6 +271,7 @@ def grade(
     *,
     concurrency: int | None = None,
     registry: Registry | None = None,
+    cache: Any = None,
 ) -> ScoredData:
     """Grade rows with a judge; every row says who graded it and how that went.
 
@@ -284,6 +286,9 @@ def grade(
             ``(row)`` / ``(prompt, completion[, reference])``, sync or async.
         concurrency: rows judged at once (default: simulate()'s max_concurrency, 16).
         registry: where names resolve (default: the installed plugins).
+        cache: a directory where the judge model's answers are cached, so grading the same
+            rows again costs no tokens (``False``: none; None: ``WHILEAI_CACHE``'s directory,
+            else none); ``report()["cache"]`` counts hits, misses and tokens saved.
 
     Returns:
         A :class:`ScoredData`: ``trajectories`` (graded, privileged kept in memory), ``rows``
@@ -292,9 +297,18 @@ def grade(
     """
     limit = check_concurrency(concurrency)
     source = graded_source(rows)
-    resolved = resolve_judge(judge, get_registry(registry))
+    reg, wrapper = cached_registry(get_registry(registry), cache)
+    resolved = resolve_judge(judge, reg)
     result: ScoredData = run_sync(run_grading(source, resolved, limit))
+    if wrapper is not None:
+        result.metadata["cache"] = wrapper.report()
     return result
+
+
+def cached_registry(registry: Registry, cache: Any) -> tuple[Registry, CachingBackends | None]:
+    """``registry`` with the response cache ``cache=`` asks for over its backends."""
+    wrapper = caching(cache)
+    return (registry.with_backend_wrapper(wrapper) if wrapper else registry), wrapper
 
 
 def graded_source(rows: Any) -> RowSource:

@@ -60,11 +60,23 @@ class GradeReport(Report):
     agent: str | None = None
     repeats: int | None = None
     notes: list[str] = attrs.field(factory=list)
+    #: the response cache (cache=): its directory, hits, misses, uncacheable and corrupt
+    #: calls, tokens saved; None with no cache
+    cache: dict[str, Any] | None = None
 
     def _lines(self) -> list[str]:
         rows: list[tuple[str, str]] = [("rows", self.source)]
         if self.agent is not None:
             rows.append(("agent", f"{self.agent}, {self.repeats} answers per prompt"))
+        if self.cache:
+            saved = self.cache["input_tokens_saved"] + self.cache["output_tokens_saved"]
+            rows.append(
+                (
+                    "response cache",
+                    f"{self.cache['hits']} hits, {self.cache['misses']} misses, {saved} tokens "
+                    f"saved ({self.cache['dir']})",
+                )
+            )
         rows += [
             ("judge", f"{self.judge} ({self.label_source})"),
             ("judge model", self.judge_model or "-"),
@@ -196,6 +208,7 @@ class ScoredData:
             agent=self.agent,
             repeats=self.repeats,
             notes=list(self.notes),
+            cache=self.metadata.get("cache"),
         )
 
     def _pass_at_or_none(self) -> Any:

@@ -86,6 +86,9 @@ class RunReport(Report):
     hard_share_realised: float | None = None
     #: where the rollouts went: budget, planned, extra (rl), cut by budget, and per group
     rollouts: dict[str, Any] | None = None
+    #: the response cache this run: its directory, hits, misses, uncacheable and corrupt
+    #: calls, and the input and output tokens the hits saved; None with no cache
+    cache: dict[str, Any] | None = None
 
     def _lines(self) -> list[str]:
         rows = [
@@ -119,6 +122,19 @@ class RunReport(Report):
                 ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none",
             ],
             ["errors / retries", f"{self.n_errors} / {self.retries}"],
+            *(
+                [
+                    [
+                        "response cache",
+                        f"{self.cache['hits']} hits, {self.cache['misses']} misses, "
+                        f"{self.cache['uncacheable']} uncacheable, "
+                        f"{self.cache['input_tokens_saved'] + self.cache['output_tokens_saved']}"
+                        f" tokens saved ({self.cache['dir']})",
+                    ]
+                ]
+                if self.cache
+                else []
+            ),
             *(
                 [
                     [

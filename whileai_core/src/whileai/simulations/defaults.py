@@ -100,6 +100,16 @@ def _fault_kinds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> 
         )
 
 
+def _cache_dir(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None or value is False:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            f"advanced['cache'] must be a directory path, False (no cache) or None "
+            f"(WHILEAI_CACHE), got {value!r}"
+        )
+
+
 def _text(default: str | None) -> Any:
     return attrs.field(
         default=default, validator=_nonempty_text, metadata={"bounds": "non-empty text"}
@@ -203,6 +213,14 @@ class RunKnobs:
     # process (measured: the kill-and-resume test); an fsync also survives power loss, at a
     # cost per row.
     fsync_rows: int = _knob(0, 0, 1)
+    # A directory where model answers are cached (docs/parameters.md, "Response cache"): a
+    # re-run with the same inputs costs no tokens and gives the same rows. None: the
+    # WHILEAI_CACHE environment variable's directory, else no cache; False: no cache even
+    # with WHILEAI_CACHE set. Off unless asked, as the parameter reference documents: a
+    # cache answers a changed model's questions with the old model's answers.
+    cache: str | bool | None = attrs.field(
+        default=None, validator=_cache_dir, metadata={"bounds": "a directory, False or None"}
+    )
 
     def for_world(self, defaults: WorldDefaults) -> RunKnobs:
         """These knobs with what was left to the world filled from its defaults."""

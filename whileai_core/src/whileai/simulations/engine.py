@@ -34,6 +34,7 @@ from whileai.backends import (
 from whileai.executors import Job, RegistrySpec, RunSpec, check_shippable, ship_problems
 from whileai.graders import Graders, MarkerSet, resolve_graders
 from whileai.registry import Registry, get_registry, notify
+from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_row
 from whileai.schema.files import (
     OutputLock,
@@ -77,7 +78,7 @@ T = TypeVar("T")
 
 #: RunKnobs a resumed run may change: they set how fast a run goes, never what its rows say.
 KNOBS_THAT_DO_NOT_CHANGE_ROWS = frozenset(
-    {"max_concurrency", "progress_refresh_per_second", "fsync_rows"}
+    {"max_concurrency", "progress_refresh_per_second", "fsync_rows", "cache"}
 )
 
 #: Bumped whenever the same parameters would plan different situations or seeds.
@@ -101,6 +102,13 @@ class _RunState:
     #: each streamed row as it went to disk, by the row's identity: ``data.rows`` reuses it
     #: rather than exporting every row a second time
     exported: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    #: the response cache's counters when the run started
+    cache_start: dict[str, int] = attrs.field(factory=dict)
+
+
+def _cache_counts(call: _Call) -> dict[str, int]:
+    wrapper = call.registry.backend_wrapper
+    return wrapper.cache.stats.as_dict() if isinstance(wrapper, CachingBackends) else {}
 
 
 def _key_of(row: Mapping[str, Any]) -> str | None:
@@ -334,6 +342,7 @@ async def _run_once(
 
         state = _start(call, opened, record, simulation, total, warnings)
         before = snapshot(call.backends)
+        state.cache_start = _cache_counts(call)
         watcher = asyncio.ensure_future(
             _watch_retries(
                 state.progress, call.backends, before, 1.0 / call.knobs.progress_refresh_per_second
@@ -791,6 +800,19 @@ def _report(
         if vector is not None:
             row["vector"] = vector
     usage = usage_report(call.backends, before)
+    wrapper = call.registry.backend_wrapper
+    if isinstance(wrapper, CachingBackends):
+        # this run's share of what the cache did (a call with runs=N shares one cache)
+        cached = wrapper.report()
+        for name, start in state.cache_start.items():
+            cached[name] -= start
+        fields["cache"] = cached
+        if "unusable" in cached:
+            _warn_once(
+                warnings,
+                f"The response cache could not be used ({cached['unusable']}); every model "
+                "call went to the model.",
+            )
     record.report_fields["backends"] = usage
     for sentence in wait_warnings(usage):
         _warn_once(warnings, sentence[0].upper() + sentence[1:] + ".")
@@ -950,6 +972,10 @@ async def _simulate_call(
     params = resolve_params(given)
     knobs = RunKnobs.from_advanced(advanced)
     reg = get_registry(registry)
+    cache = caching(knobs.cache)
+    if cache is not None:
+        # every backend the run resolves (agent, user, writer, judge) answers from the cache
+        reg = reg.with_backend_wrapper(cache)
     world = reg.resolve("world", knobs.world)
     # What the caller left to the world: the deploy prompt, the difficulty dimension.
     defaults = world_defaults(world)
