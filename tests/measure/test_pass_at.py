@@ -302,4 +302,3 @@ def test_a_rollout_given_twice_is_counted_once_and_said() -> None:
     # rows without a rollout key are samples, however alike: four "5"s are four answers
     same = grouped([[1, 1, 1, 1]])
     assert wai.pass_at(same).counts.rows == 4
-
