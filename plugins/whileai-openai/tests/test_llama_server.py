@@ -147,3 +147,36 @@ def test_bare_url_takes_the_model_the_server_lists(
     backend = registry.resolve("backend", llama_server)
     assert backend.model is None
     assert asyncio.run(backend.resolve_model()) == served_model
+
+
+def test_a_second_identical_evaluate_sends_the_server_no_request(
+    llama_server: str, registry: Registry, tmp_path: object
+) -> None:
+    import whileai as wai
+
+    backend = registry.resolve("backend", llama_server)
+
+    def evaluate() -> object:
+        return wai.evaluate(
+            backend,
+            ["Name one colour of the sky.", "Name one fruit."],
+            judge=lambda prompt, completion: 1.0,
+            repeats=2,
+            sampling={"temperature": 0.0, "max_tokens": 8},
+            concurrency=2,
+            registry=registry,
+            cache=tmp_path,
+        )
+
+    try:
+        first = evaluate()
+        sent = backend.stats.requests
+        assert sent >= 4  # four answers (and the model listing a bare URL asks for)
+        second = evaluate()
+        assert backend.stats.requests == sent  # every answer came from the cache
+    finally:
+        asyncio.run(backend.aclose())
+    assert [r["final_text"] for r in second.rows] == [r["final_text"] for r in first.rows]
+    assert [r["usage"] for r in second.rows] == [r["usage"] for r in first.rows]
+    assert second.report()["cache"]["hits"] == 4
+    assert second.report()["cache"]["input_tokens_saved"] > 0

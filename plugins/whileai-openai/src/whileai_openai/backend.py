@@ -146,6 +146,8 @@ class OpenAICompatibleBackend:
         self.base_url = root.rstrip("/")
         self._query = f"?{query}" if query else ""
         self.model = model
+        #: the model as configured (None: the server's first), before any is resolved
+        self._configured_model = model
         self.concurrency = concurrency
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -178,6 +180,24 @@ class OpenAICompatibleBackend:
                 out.extend(part for part in value.split() if len(part) >= 8)
         out.extend(url_secrets(self.base_url + self._query))
         return out
+
+    def cache_identity(self) -> str:
+        """What names this backend's answers in the response cache, known without a request:
+        the endpoint, the model as configured (None: whatever the server serves first), and
+        this backend's own sampling defaults."""
+        return json.dumps(
+            {
+                "backend": "openai-compatible",
+                "url": safe_url(self.base_url),
+                "model": self._configured_model,
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+                "max_tokens_field": self.max_tokens_field,
+                "extra_body": self.extra_body,
+            },
+            sort_keys=True,
+            default=str,
+        )
 
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"

@@ -119,7 +119,9 @@ def resolve_agent(agent: Any, registry: Registry, concurrency: int) -> Agent:
         )
         return Agent(agent, backend=backend, owned=True)
     if isinstance(agent, Backend):
-        return Agent(str(getattr(agent, "name", type(agent).__name__)), backend=agent)
+        # yours to close; a registry that wraps backends (the response cache) wraps it too
+        backend = resolve_backend(agent, role="agent", registry=registry)
+        return Agent(str(getattr(agent, "name", type(agent).__name__)), backend=backend)
     if callable(agent):
         function = CallableAgent(agent)
         return Agent(function.name, function=function)
