@@ -89,6 +89,11 @@ class RunReport(Report):
     #: the response cache this run: its directory, hits, misses, uncacheable and corrupt
     #: calls, and the input and output tokens the hits saved; None with no cache
     cache: dict[str, Any] | None = None
+    #: what the run's model calls cost: USD by role (agent, user, writer, judge), the total,
+    #: the models the price table had no price for (their cost is None), the table's date
+    cost: dict[str, Any] | None = None
+    #: why the run stopped short of its plan (budget_usd reached), None when it did not
+    stopped: str | None = None
 
     def _lines(self) -> list[str]:
         rows = [
@@ -122,6 +127,8 @@ class RunReport(Report):
                 ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none",
             ],
             ["errors / retries", f"{self.n_errors} / {self.retries}"],
+            *([["cost (USD)", _cost_line(self.cost)]] if self.cost else []),
+            *([["stopped", self.stopped]] if self.stopped else []),
             *(
                 [
                     [
@@ -190,6 +197,17 @@ def _backend_line(entry: Mapping[str, Any]) -> str:
     errors = stats.get("errors") or {}
     if errors:
         line += "; " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
+    return line
+
+
+def _cost_line(cost: Mapping[str, Any]) -> str:
+    def usd(value: Any) -> str:
+        return "unknown" if value is None else f"{value:.4f}"
+
+    parts = [f"{role} {usd(v)}" for role, v in cost["usd_by_role"].items()]
+    line = f"{usd(cost['total_usd'])} ({', '.join(parts)}; prices of {cost['prices_date']})"
+    if cost["unpriced"]:
+        line += f"; no price for {', '.join(cost['unpriced'])}"
     return line
 
 

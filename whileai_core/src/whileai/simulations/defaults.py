@@ -221,6 +221,15 @@ class RunKnobs:
     cache: str | bool | None = attrs.field(
         default=None, validator=_cache_dir, metadata={"bounds": "a directory, False or None"}
     )
+    # Prices added to or replacing the shipped table (whileai/pricing/prices.json, dated list
+    # prices): a mapping of model to {"input", "output", "cached_input"} in USD per million
+    # tokens, or the path of a JSON file. None: the shipped table, as the parameter reference
+    # documents ("Cost").
+    prices: Any = attrs.field(default=None, metadata={"bounds": "a mapping, a JSON path or None"})
+    # Dollars the run may spend on its models (agent, user, writer, judge) before it stops
+    # asking for rollouts; the finished rows are on disk and resume=True continues. None: no
+    # budget, as the parameter reference documents ("Cost").
+    budget_usd: float | None = _knob(None, 0, None)
 
     def for_world(self, defaults: WorldDefaults) -> RunKnobs:
         """These knobs with what was left to the world filled from its defaults."""

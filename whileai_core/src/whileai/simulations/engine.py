@@ -33,6 +33,7 @@ from whileai.backends import (
 )
 from whileai.executors import Job, RegistrySpec, RunSpec, check_shippable, ship_problems
 from whileai.graders import Graders, MarkerSet, resolve_graders
+from whileai.pricing import PriceTable, price_table, shipped_table
 from whileai.registry import Registry, get_registry, notify
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_row
@@ -49,6 +50,7 @@ from whileai.schema.files import (
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
 from whileai.simulations.behavior import Embedder, situation_text
+from whileai.simulations.costs import RunCosts
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import ResolvedModels, resolve_models
@@ -78,7 +80,7 @@ T = TypeVar("T")
 
 #: RunKnobs a resumed run may change: they set how fast a run goes, never what its rows say.
 KNOBS_THAT_DO_NOT_CHANGE_ROWS = frozenset(
-    {"max_concurrency", "progress_refresh_per_second", "fsync_rows", "cache"}
+    {"max_concurrency", "progress_refresh_per_second", "fsync_rows", "cache", "budget_usd"}
 )
 
 #: Bumped whenever the same parameters would plan different situations or seeds.
@@ -104,6 +106,55 @@ class _RunState:
     exported: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     #: the response cache's counters when the run started
     cache_start: dict[str, int] = attrs.field(factory=dict)
+    #: prices the rows and backends; budget_usd, and why the run stopped short of its plan
+    costs: RunCosts | None = None
+    budget_usd: float | None = None
+    #: the executor asks _within_budget before each job starts (in process)
+    gated: bool = False
+    backends: list[RunBackend] = attrs.field(factory=list)
+    before: Mapping[int, Any] = attrs.field(factory=dict)
+    stopped: str | None = None
+
+
+def _within_budget(state: _RunState) -> bool:
+    """Whether the run may start another rollout: False once its model calls have cost
+    budget_usd (and from then on), saying so in ``state.stopped``."""
+    if state.stopped:
+        return False
+    if state.budget_usd is None or state.costs is None:
+        return True
+    spent = state.costs.spent(state.backends, state.before)
+    if spent is None or spent < state.budget_usd:
+        return True
+    state.stopped = (
+        f"budget_usd={state.budget_usd:g} reached: ${spent:.4f} spent when "
+        f"{len(state.trajectories)} of {state.total} rollouts had finished"
+    )
+    return False
+
+
+def _check_budget_priced(call: _Call) -> None:
+    """A budget in money needs a price for every model the run calls: said before any call."""
+    costs = _run_costs(call)
+    missing = [
+        entry.label
+        for entry in call.backends
+        if costs.table.lookup(entry.label) is None
+        and costs.table.lookup(getattr(entry.backend, "model", None)) is None
+    ]
+    if missing:
+        raise ValueError(
+            f"advanced['budget_usd']={call.knobs.budget_usd!r} needs a price for every model "
+            f"the run calls; the price table (dated {costs.table.date}) has none for "
+            + ", ".join(repr(m) for m in missing)
+            + ": add them with advanced={'prices': {<model>: {'input': ..., 'output': ...}}} "
+            "(USD per million tokens)"
+        )
+
+
+def _run_costs(call: _Call) -> RunCosts:
+    models = call.resolved.models
+    return RunCosts(call.prices, models.agent_label, models.user_label, models.agent_is_callable)
 
 
 def _cache_counts(call: _Call) -> dict[str, int]:
@@ -133,10 +184,14 @@ async def _execute(
     pending = [job for job in jobs if job.key not in state.done_keys]
     if not pending:
         return
+    if state.stopped:
+        return
     rows = executor.run(pending, knobs.max_concurrency, run)
     try:
         async for row in rows:
             state.redactor.in_place(row)
+            if state.costs is not None:
+                state.costs.price_row(row)
             state.trajectories.append(row)
             key = _key_of(row)
             if key is not None:
@@ -159,6 +214,10 @@ async def _execute(
                 total=state.total,
             ):
                 _warn_once(state.warnings, warning)
+            if state.budget_usd is not None and not state.gated and not _within_budget(state):
+                # an executor that cannot be asked before each job: what it has not yielded
+                # yet is cancelled (a resume plays it); the finished rows are on disk
+                break
     finally:
         aclose = getattr(rows, "aclose", None)
         if aclose is not None:
@@ -232,6 +291,7 @@ class _Call:
     backends: list[RunBackend]
     executor: _Executor
     embedder: Embedder = attrs.field(factory=Embedder)
+    prices: PriceTable = attrs.field(factory=shipped_table)
 
     @property
     def system_prompt(self) -> str:
@@ -343,6 +403,14 @@ async def _run_once(
         state = _start(call, opened, record, simulation, total, warnings)
         before = snapshot(call.backends)
         state.cache_start = _cache_counts(call)
+        state.costs = _run_costs(call)
+        state.budget_usd = call.knobs.budget_usd
+        state.backends = call.backends
+        state.before = before
+        if state.budget_usd is not None and isinstance(runs_on, InProcessExecutor):
+            # no rollout starts once the budget is spent; those already started finish
+            runs_on.may_start = lambda: _within_budget(state)
+            state.gated = True
         watcher = asyncio.ensure_future(
             _watch_retries(
                 state.progress, call.backends, before, 1.0 / call.knobs.progress_refresh_per_second
@@ -529,7 +597,7 @@ async def _execute_plan(
         )
         await _execute(jobs, runs_on, run, state, call.knobs)
         return
-    while not search.done:
+    while not search.done and not state.stopped:
         batch = await search.next_batch(planned.known_prompts)
         if not batch:
             break
@@ -760,6 +828,8 @@ async def _extra_repeats(
     """Under repeat_policy="rl", more repeats for the groups whose repeats disagree."""
     if call.params.repeat_policy != "rl" or call.knobs.adaptive_extra_repeats <= 0:
         return
+    if state.stopped:
+        return
     extra, cut = _extra_jobs(
         call.params, call.knobs, planned.plans, state, replayed_from, planned.run_index
     )
@@ -800,6 +870,24 @@ def _report(
         if vector is not None:
             row["vector"] = vector
     usage = usage_report(call.backends, before)
+    if state.costs is not None:
+        fields["cost"] = state.costs.report(call.backends, before)
+        if state.costs.unpriced:
+            _warn_once(
+                warnings,
+                "No price for "
+                + ", ".join(repr(m) for m in state.costs.unpriced)
+                + " in the price table (dated "
+                + str(state.costs.table.date)
+                + "), so their cost is None, not 0: add them with advanced={'prices': {...}}.",
+            )
+    fields["stopped"] = state.stopped
+    if state.stopped:
+        _warn_once(
+            warnings,
+            f"The run stopped short: {state.stopped}; the finished rows are kept, and "
+            "resume=True with a larger budget_usd plays the rest.",
+        )
     wrapper = call.registry.backend_wrapper
     if isinstance(wrapper, CachingBackends):
         # this run's share of what the cache did (a call with runs=N shares one cache)
@@ -825,9 +913,11 @@ def _report(
 
 
 def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) -> None:
-    """Mark the sidecar complete and announce the finished run."""
+    """Mark the sidecar complete (unless the run stopped short of its plan, which a resume
+    continues) and announce the finished run."""
     if opened.output is not None:
-        write_sidecar(sidecar_path(opened.output), data.sidecar(complete=True))
+        stopped = bool(data.report().stopped)
+        write_sidecar(sidecar_path(opened.output), data.sidecar(complete=not stopped))
     for warning in notify(
         call.registry.pm,
         "whileai_run_finished",
@@ -971,6 +1061,7 @@ async def _simulate_call(
 ) -> Simulation | list[Simulation]:
     params = resolve_params(given)
     knobs = RunKnobs.from_advanced(advanced)
+    prices = price_table(knobs.prices)
     reg = get_registry(registry)
     cache = caching(knobs.cache)
     if cache is not None:
@@ -1016,7 +1107,10 @@ async def _simulate_call(
             backends,
             executor,
             _embedder(knobs, reg, backends),
+            prices,
         )
+        if knobs.budget_usd is not None:
+            _check_budget_priced(call)
         plans: list[PlannedSituation] | None = None
         first_run: str | None = None
         for run in range(params.runs):

@@ -140,6 +140,9 @@ class InProcessExecutor:
     def __init__(self, runner: JobRunner | None = None) -> None:
         self._runner = runner
         self.warnings: list[str] = []
+        #: asked before each job starts (a budget in money): False leaves the job unplayed,
+        #: yielding nothing for it, while the jobs already started finish and are yielded
+        self.may_start: Callable[[], bool] | None = None
 
     async def run(
         self, jobs: Sequence[Job], concurrency: int, run: RunSpec
@@ -148,14 +151,18 @@ class InProcessExecutor:
         runner = self._runner if self._runner is not None else await JobRunner.open(run)
         semaphore = asyncio.Semaphore(concurrency)
 
-        async def one(job: Job) -> dict[str, Any]:
+        async def one(job: Job) -> dict[str, Any] | None:
             async with semaphore:
+                if self.may_start is not None and not self.may_start():
+                    return None
                 return await runner.run(job)
 
         pending = [asyncio.ensure_future(one(job)) for job in jobs]
         try:
             for finished in asyncio.as_completed(pending):
-                yield await finished
+                row = await finished
+                if row is not None:
+                    yield row
         finally:
             for task in pending:
                 task.cancel()
