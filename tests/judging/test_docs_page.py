@@ -47,3 +47,6 @@ def test_the_evaluate_example_runs_on_the_embedded_model(
     ns = run_blocks(skip_model=False)
     assert len(ns["scored"]) == 8
     assert "pass@1" in capsys.readouterr().out
+    first, second = ns["twice"]
+    assert (second.report()["cache"]["hits"], second.report()["cache"]["misses"]) == (8, 0)
+    assert [r["final_text"] for r in second.rows] == [r["final_text"] for r in first.rows]
