@@ -109,3 +109,43 @@ def cohen_kappa(
     if math.isclose(expected, 1.0):
         return math.nan
     return float((observed - expected) / (1 - expected))
+
+
+def clustered_share(
+    flags: Sequence[tuple[Hashable, bool]], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """The share of true flags, and a Wilson interval on the effective sample size.
+
+    Flags of one cluster (the rollouts of one task) are correlated, so ``n`` is divided by
+    the design effect ``1 + (m0 - 1) rho`` (Kish 1965): ``rho`` is the intraclass correlation
+    (the ANOVA estimator, clipped to [0, 1]) and ``m0`` the clusters' effective size. With one
+    flag per cluster this is Wilson's interval. Returns ``(share, low, high)``."""
+    if not flags:
+        raise ValueError("clustered_share needs at least one flag")
+    sizes: dict[Hashable, int] = {}
+    hits: dict[Hashable, int] = {}
+    for key, flag in flags:
+        sizes[key] = sizes.get(key, 0) + 1
+        hits[key] = hits.get(key, 0) + bool(flag)
+    m = np.array(list(sizes.values()), dtype=np.float64)
+    y = np.array([hits[k] for k in sizes], dtype=np.float64)
+    n, k = float(m.sum()), len(m)
+    p = float(y.sum() / n)
+    deff = 1.0
+    if n > k and k > 1:
+        within = float((y - y * y / m).sum() / (n - k))
+        between = float((m * (y / m - p) ** 2).sum() / (k - 1))
+        m0 = (n - float((m * m).sum()) / n) / (k - 1)
+        denom = between + (m0 - 1) * within
+        rho = min(max((between - within) / denom, 0.0), 1.0) if denom > 0 else 0.0
+        deff = 1.0 + (m0 - 1) * rho
+    n_eff = n / deff
+    z = _z(confidence)
+    if n > k > 1:
+        # the correlation was estimated from k clusters: Student's quantile on k - 1 degrees
+        # of freedom, as a mean of k cluster shares would use
+        z = float(_scipy_stats.t.ppf(1 - (1 - confidence) / 2, k - 1))
+    z2 = z * z
+    centre = (p + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
+    half = z / (1 + z2 / n_eff) * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff * n_eff))
+    return p, max(0.0, centre - half), min(1.0, centre + half)

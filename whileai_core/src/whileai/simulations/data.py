@@ -94,6 +94,9 @@ class RunReport(Report):
     cost: dict[str, Any] | None = None
     #: why the run stopped short of its plan (budget_usd reached), None when it did not
     stopped: str | None = None
+    #: whose failures the failed rollouts were: per owner (agent, user, world) the count and
+    #: the share with its 95% interval over tasks; None when no rollout failed
+    failures: dict[str, Any] | None = None
 
     def _lines(self) -> list[str]:
         rows = [
@@ -129,6 +132,7 @@ class RunReport(Report):
             ["errors / retries", f"{self.n_errors} / {self.retries}"],
             *([["cost (USD)", _cost_line(self.cost)]] if self.cost else []),
             *([["stopped", self.stopped]] if self.stopped else []),
+            *([["failures by owner", _failures_line(self.failures)]] if self.failures else []),
             *(
                 [
                     [
@@ -198,6 +202,15 @@ def _backend_line(entry: Mapping[str, Any]) -> str:
     if errors:
         line += "; " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
     return line
+
+
+def _failures_line(failures: Mapping[str, Any]) -> str:
+    parts = []
+    for owner in ("agent", "user", "world"):
+        entry = failures[owner]
+        low, high = entry["ci95"]
+        parts.append(f"{owner} {entry['n']} ({entry['share']:.0%}, 95% CI {low:.0%}-{high:.0%})")
+    return f"{failures['failed']} failed: " + ", ".join(parts)
 
 
 def _cost_line(cost: Mapping[str, Any]) -> str:

@@ -49,6 +49,7 @@ from whileai.schema.files import (
 )
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
+from whileai.simulations.attribution import owner_shares
 from whileai.simulations.behavior import Embedder, situation_text
 from whileai.simulations.costs import RunCosts
 from whileai.simulations.data import Simulation
@@ -882,6 +883,7 @@ def _report(
                 + "), so their cost is None, not 0: add them with advanced={'prices': {...}}.",
             )
     fields["stopped"] = state.stopped
+    fields["failures"] = owner_shares(state.trajectories)
     if state.stopped:
         _warn_once(
             warnings,

@@ -21,6 +21,7 @@ from whileai.executors import IN_PROCESS, Job, RunSpec
 from whileai.graders import Grader, MarkerSet, resolve_graders, world_grader
 from whileai.registry import Registry
 from whileai.scoring import Verdict
+from whileai.simulations.attribution import failure_owner
 from whileai.simulations.models import open_run_models
 from whileai.simulations.rollout import Models, RolloutContext, run_rollout
 from whileai.worlds import World
@@ -114,7 +115,7 @@ class JobRunner:
                 return Verdict.error("no episode to check")
             return episode.check(row["final_text"], row["steps"])
 
-        return await _grade(
+        graded = await _grade(
             trajectory,
             check,
             self.grader,
@@ -123,6 +124,13 @@ class JobRunner:
             self.markers,
             self.warnings,
         )
+        patience = self.ctx.user_patience
+        owner = failure_owner(
+            graded, job.situation, patience if patience is not None else job.situation.patience
+        )
+        if owner is not None:
+            graded["failure_owner"] = owner
+        return graded
 
     async def close(self) -> list[str]:
         """Close the backends this runner built; returns a problem per backend that failed."""

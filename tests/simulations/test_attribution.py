@@ -1,0 +1,140 @@
+"""Whose failure a failed rollout was, read off the row the way a reviewer would, and the
+report's shares with intervals that cover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import whileai as wai
+from whileai.measure.proportions import clustered_share, wilson_interval
+from whileai.simulations.attribution import failure_owner
+from whileai.worlds import Situation
+
+from .sim_doubles import BASE, registry
+
+SITUATION = Situation(
+    situation_id="s1",
+    prompt="Where is my order A1234?",
+    patience=3,
+    hidden_state={"order_id": "A1234", "status": "shipped"},
+    goal={"outcome": "tracking_told", "status": "shipped"},
+)
+
+
+def failed(steps: list[dict[str, Any]], **row: Any) -> dict[str, Any]:
+    return {
+        "prompt": SITUATION.prompt,
+        "final_text": "Sorry.",
+        "reward": 0.0,
+        "judge_status": "ok",
+        "steps": steps,
+        "faults": [],
+        **row,
+    }
+
+
+def lookup(i: int) -> list[dict[str, Any]]:
+    call = {"id": f"c{i}", "name": "lookup_order", "arguments": {"order_id": "A1234"}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{i}", "name": "lookup_order", "content": "{}"},
+    ]
+
+
+def user(text: str, status: str = "continue") -> dict[str, Any]:
+    return {"role": "user", "content": text, "user_status": status}
+
+
+def owner(row: dict[str, Any]) -> str | None:
+    found = failure_owner(row, SITUATION, SITUATION.patience)
+    return None if found is None else found["owner"]
+
+
+def test_a_tool_that_never_answered_makes_it_the_worlds_failure() -> None:
+    row = failed(
+        [*lookup(0), *lookup(1)],
+        faults=[
+            {"step": 1, "tool": "lookup_order", "kind": "timeout"},
+            {"step": 3, "tool": "lookup_order", "kind": "rate_limit"},
+        ],
+    )
+    found = failure_owner(row, SITUATION, 3)
+    assert found is not None and found["owner"] == "world"
+    assert "every call to lookup_order (2)" in found["reason"]
+    # one call answered, or a fault that still answers (stale data): the agent had something
+    assert owner(failed([*lookup(0), *lookup(1)], faults=[row["faults"][0]])) == "agent"
+    stale = [{"step": 1, "tool": "lookup_order", "kind": "stale"}]
+    assert owner(failed(lookup(0), faults=stale)) == "agent"
+
+
+def test_a_user_who_leaves_early_contradicts_or_leaks_owns_the_failure() -> None:
+    early = failed([*lookup(0), user("Forget it.", "gave_up")])
+    assert owner(early) == "user"
+    # leaving once patience ran out is the agent's failure to help in time
+    late = failed([user("Hm."), user("Still no?"), user("Bye.", "gave_up")])
+    assert owner(late) == "agent"
+    contradicted = failed([*lookup(0), user("No, my order is B9876.")])
+    found = failure_owner(contradicted, SITUATION, 3)
+    assert found is not None and found["owner"] == "user"
+    assert "order_id 'B9876'" in found["reason"]
+    leaked = failed([user("The outcome should be tracking_told, right?")])
+    assert owner(leaked) == "user"
+    # a goal value the agent saw through its tools is no leak: "shipped" was in a tool result
+    seen = failed(
+        [
+            {"role": "tool", "name": "lookup_order", "content": '{"status": "shipped"}'},
+            user("So it is shipped?"),
+        ]
+    )
+    assert owner(seen) == "agent"
+
+
+def test_only_failed_graded_rows_have_an_owner() -> None:
+    assert owner(failed([], reward=1.0)) is None
+    assert owner(failed([], judge_status="error", reward=None)) is None
+    assert owner(failed([], error="BackendError: down")) is None
+    assert owner(failed([])) == "agent"
+
+
+def test_a_run_writes_an_owner_on_every_failed_row_and_reports_the_shares() -> None:
+    data = wai.simulate(**BASE, registry=registry(), unique=12, repeats=4, seed=2, fault_rate=0.5)
+    failed_rows = [r for r in data.rows if r["reward"] is not None and r["reward"] < 0.5]
+    assert failed_rows, "a run with this seed has failures"
+    assert all(r["failure_owner"]["owner"] in ("agent", "user", "world") for r in failed_rows)
+    assert all("failure_owner" not in r for r in data.rows if r["reward"] == 1.0)
+    shares = data.report()["failures"]
+    assert shares["failed"] == len(failed_rows)
+    assert sum(shares[o]["n"] for o in ("agent", "user", "world")) == len(failed_rows)
+    for name in ("agent", "user", "world"):
+        low, high = shares[name]["ci95"]
+        assert low <= shares[name]["share"] <= high
+    assert "failures by owner" in str(data.report())
+
+
+def test_one_flag_per_task_is_wilsons_interval() -> None:
+    flags = [(i, i % 3 == 0) for i in range(20)]
+    share, low, high = clustered_share(flags)
+    assert share == pytest.approx(7 / 20)
+    assert (low, high) == pytest.approx(wilson_interval(7, 20))
+
+
+@pytest.mark.parametrize("tasks", [5, 10, 30])
+def test_the_clustered_interval_covers_at_small_sizes(tasks: int) -> None:
+    """Seeded coverage over tasks whose rates are drawn from Beta(2, 3), 1, 3 or 8 rollouts
+    each: a little conservative at 5 tasks, near 95% from 30."""
+    rng = np.random.default_rng(tasks)
+    coverage = []
+    for per_task in (1, 3, 8):
+        covered = 0
+        for _ in range(400):
+            rates = rng.beta(2, 3, tasks)
+            flags = [
+                (t, bool(rng.random() < rates[t])) for t in range(tasks) for _ in range(per_task)
+            ]
+            _, low, high = clustered_share(flags)
+            covered += low <= 0.4 <= high
+        coverage.append(covered / 400)
+    assert all(0.92 <= c <= 1.0 for c in coverage), coverage
