@@ -75,6 +75,7 @@ from typing import Any
 
 from whileai.scoring import Verdict
 from whileai_verifiers import __version__
+from whileai_verifiers._pairs import batch_pairs
 from whileai_verifiers.codeexec_limits import Limits, NetworkPolicy
 from whileai_verifiers.codeexec_program import Program, build_program
 from whileai_verifiers.codeexec_sandbox import (
@@ -172,18 +173,9 @@ class CodeExec:
         naming its index.
         """
         programs = []
-        for index, pair in enumerate(pairs):
-            if (
-                isinstance(pair, str | bytes)
-                or not isinstance(pair, Sequence)
-                or len(pair) not in (2, 3)
-            ):
-                raise ValueError(
-                    f"pairs[{index}] must be (completion, reference) or (completion, reference, "
-                    f"prompt), got {type(pair).__name__}"
-                )
+        for index, (completion, reference) in enumerate(batch_pairs(pairs)):
             try:
-                programs.append(self.program(pair[0], pair[1]))
+                programs.append(self.program(completion, reference))
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"pairs[{index}]: {exc}") from exc
         if not programs:

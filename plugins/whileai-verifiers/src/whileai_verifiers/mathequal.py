@@ -40,6 +40,7 @@ from whileai.scoring import Verdict
 from whileai_verifiers import __version__
 from whileai_verifiers import _rationals as rationals
 from whileai_verifiers._numbers import plain_answer, plain_decimal, shown
+from whileai_verifiers._pairs import batch_pairs
 from whileai_verifiers._workers import WorkerCrashed, WorkerPool, WorkerTimeout
 
 _WORKER_MODULE = "whileai_verifiers._mathworker"
@@ -197,18 +198,7 @@ class MathEqual:
         pair is checked before any is decided, so a malformed one fails the call at once,
         naming its index. The verdicts are the ones ``verify`` gives, pair by pair.
         """
-        checked: list[tuple[str, Any]] = []
-        for index, pair in enumerate(pairs):
-            if (
-                isinstance(pair, str | bytes)
-                or not isinstance(pair, Sequence)
-                or len(pair) not in (2, 3)
-            ):
-                raise ValueError(
-                    f"pairs[{index}] must be (completion, reference) or (completion, reference, "
-                    f"prompt), got {type(pair).__name__}"
-                )
-            checked.append((pair[0], pair[1]))
+        checked = batch_pairs(pairs)
         verdicts: list[Verdict | None] = [None] * len(checked)
         slow: list[tuple[int, str, list[str]]] = []
         for index, (completion, reference) in enumerate(checked):
