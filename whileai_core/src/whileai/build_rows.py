@@ -25,7 +25,7 @@ from whileai.schema.records import (
     prompt_hash,
     to_row,
 )
-from whileai.scoring import Scorer, as_scorer, grade_rows
+from whileai.scoring import Scorer, as_scorer, grade_batch
 
 __all__ = ["RowsWarning", "build_rows", "rows"]
 
@@ -299,7 +299,7 @@ def build_rows(
     if scorer is not None:
         # one batch when the scorer decides batches (a verifier with verify_many spreads the
         # rows over its workers)
-        rows = grade_rows(rows, scorer, names=where_of)
+        rows = grade_batch(rows, scorer, names=where_of)
         errors = [
             f"{where}: {row.get('reason')}"
             for where, row in zip(where_of, rows, strict=True)

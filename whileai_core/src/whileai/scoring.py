@@ -68,7 +68,7 @@ class Scorer:
     )
 
 
-def grade_rows(
+def grade_batch(
     rows: Sequence[Mapping[str, Any]], scorer: Scorer, *, names: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
     """``grade_row`` over ``rows``, in order: in one batch when the scorer decides batches

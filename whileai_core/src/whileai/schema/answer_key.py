@@ -308,20 +308,19 @@ def _mask_cut_short(text: str, value: str) -> str:
             end += 1
         # where it was cut, a word ends: without that, one value's start would claim the
         # start of another that shares it
-        if end == len(lowered) or not (lowered[end].isalnum() or lowered[end] == "_"):
+        if end == len(lowered) or not _word_char(lowered[end]):
             spans.append((at, end))
         at = lowered.find(start, end)
-    if not spans or len(lowered) != len(text):
-        return text if not spans else _masked_spans(text, spans, exact=False, value=value)
+    if not spans:
+        return text
+    if len(lowered) != len(text):
+        # lower() changed the text's length (a few non-ASCII letters do): the spans do not
+        # map back onto it, so the value's start alone is masked
+        return re.sub(re.escape(_cut(value)), MASK, text, flags=re.IGNORECASE)
     return _masked_spans(text, spans)
 
 
-def _masked_spans(
-    text: str, spans: list[tuple[int, int]], *, exact: bool = True, value: str = ""
-) -> str:
-    if not exact:
-        # lower() changed the text's length (a few non-ASCII letters do): mask the start alone
-        return re.sub(re.escape(_cut(value)), MASK, text, flags=re.IGNORECASE)
+def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
     out, last = [], 0
     for begin, end in spans:
         out.append(text[last:begin])

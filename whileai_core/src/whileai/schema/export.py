@@ -60,7 +60,7 @@ _INSIDE = Stripper({"privileged"})
 def strip_private(value: Any) -> Any:
     """A copy of ``value`` with every reserved key removed at any depth, in every encoding
     :class:`~whileai.schema.reserved.Stripper` reads (``value`` itself when it held none)."""
-    return _OUTSIDE.clean(value)
+    return _OUTSIDE.value(value)
 
 
 def step_messages(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -121,16 +121,16 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
         if _OUTSIDE.reserved(name):
             continue
         if name in EPISODE_FIELDS:
-            cleaned[name] = _INSIDE.clean(value)
+            cleaned[name] = _INSIDE.value(value)
         elif name in ACCOUNTING_FIELDS:
-            cleaned[name] = _OUTSIDE.clean(value)
+            cleaned[name] = _OUTSIDE.value(value)
         else:
-            cleaned[_masked_key(name, key)] = key.mask(_OUTSIDE.clean(value))
+            cleaned[_masked_key(name, key)] = key.mask(_OUTSIDE.value(value))
     messages, steps = row.get("messages"), row.get("steps")
     if isinstance(messages, list) and isinstance(steps, list):
         tail = step_messages(steps)
         if tail and messages[-len(tail) :] == tail:
-            prefix = _INSIDE.clean(messages[: -len(tail)])
+            prefix = _INSIDE.value(messages[: -len(tail)])
             cleaned["messages"] = [*prefix, *step_messages(cleaned["steps"])]
     return cleaned
 

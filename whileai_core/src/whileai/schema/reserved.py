@@ -102,9 +102,6 @@ class Stripper:
         # that text mentions a reserved name
         return self.text(shown) if self._mention.search(compact_name(shown)) else value
 
-    #: the name every export path uses; kept apart from :meth:`value` for readers' sake
-    clean = value
-
     def _mapping(self, value: Mapping[Any, Any]) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         for k, v in value.items():
