@@ -23,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from whileai_verifiers.sandbox import pysource
+
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -47,7 +49,7 @@ def _unfenced(completion: str) -> tuple[str, bool]:
 
 def _defines(source: str, name: str) -> bool:
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return False
     return any(
@@ -59,7 +61,7 @@ def _defines(source: str, name: str) -> bool:
 
 def _imports_of(prompt: str) -> str:
     try:
-        tree = ast.parse(prompt)
+        tree = pysource.parse(prompt)
     except SyntaxError:
         return ""
     lines = [

@@ -19,6 +19,7 @@ import ast
 import functools
 import json
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -231,9 +232,16 @@ def _string_at(text: str, start: int) -> tuple[Any, int, str] | None:
         return None
 
 
+# CPython 3.11 counts the AST builder's recursion per interpreter, not per thread: two threads
+# parsing at once can raise SystemError "AST constructor recursion depth mismatch"
+# (python/cpython#106905), and rows are exported from executor threads.
+_PARSE = threading.Lock()
+
+
 @functools.lru_cache(maxsize=256)
 def _literal(source: str) -> Any:
-    return ast.literal_eval(source)
+    with _PARSE:
+        return ast.literal_eval(source)
 
 
 def _balanced_end(text: str, start: int) -> int | None:

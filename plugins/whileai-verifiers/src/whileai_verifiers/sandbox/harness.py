@@ -26,7 +26,7 @@ import traceback
 import types
 from typing import Any, NoReturn
 
-from whileai_verifiers.sandbox import wire
+from whileai_verifiers.sandbox import pysource, wire
 from whileai_verifiers.sandbox.candidate import describe, short
 
 
@@ -325,7 +325,7 @@ def trusted_module(name: str) -> types.ModuleType | None:
 def referenced_names(tests: str) -> list[str]:
     """Every name the tests read: only these are asked of the program."""
     try:
-        tree = ast.parse(tests)
+        tree = pysource.parse(tests)
     except SyntaxError:
         return []
     return sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)})
@@ -334,7 +334,7 @@ def referenced_names(tests: str) -> list[str]:
 def defined_names(source: str) -> set[str]:
     """The names ``source`` defines at its top level (functions, classes, assignments)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return set()
     names: set[str] = set()
