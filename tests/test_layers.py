@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the kinds of plugins: models, worlds, verifiers
     ("backends", "backend_use", "worlds", "verify"),
     # what runs on the kinds: the executor contract, graders, rows from outputs, measurements
-    ("executors", "graders", "build_rows", "measure", "response_cache"),
+    # and how any world's faults look
+    ("executors", "graders", "build_rows", "measure", "response_cache", "faults"),
     # the entry points a user calls
     ("simulations", "judging", "ranking"),
     # the command line, the shared test doubles

@@ -96,7 +96,15 @@ class ToolResult:
 
 @runtime_checkable
 class Episode(Protocol):
-    """One rollout's private copy of the world."""
+    """One rollout's private copy of the world.
+
+    Besides the four methods below, an episode in front of a live service may define any of
+    ``start()``, ``tools()``, ``finish(final_text, steps)`` and ``close()``, and may make
+    ``call`` a coroutine function; the engine calls what it finds, in that order, with
+    ``close()`` exactly once whatever happened (``whileai.simulations.episode_life`` says
+    when each runs). An exception from ``start()`` or ``tools()`` fails that rollout's row
+    with the reason, and the run goes on.
+    """
 
     def call(self, name: str, arguments: Mapping[str, Any], step: int | None = None) -> ToolResult:
         """Run one tool call; an unknown tool or bad arguments give an error result, not a raise.

@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 
 import attrs
 
+from whileai.faults import BLOCKING_KINDS, blocked_result, degrade, draw_fault
 from whileai.scoring import Verdict
 from whileai.worlds import FAULT_KINDS, FaultPlan, Situation, ToolResult
 from whileai_worlds import shop_text
-from whileai_worlds.faults import BLOCKING_KINDS, blocked_result, degrade, draw_fault
 
 #: The shop's "today": fixed, so a situation's dates (and the refund window) never depend on
 #: when a run happens.
@@ -56,6 +56,8 @@ COMPLICATIONS: dict[str, str] = {
 
 _STATUS_BEHIND = {"delivered": "shipped", "shipped": "processing", "processing": "processing"}
 _WRITE_TOOLS = frozenset({"refund_order", "update_address"})
+#: what a partial answer keeps, so it still looks whole
+_IDS = frozenset({"order_id", "email"})
 
 
 def _fn(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
@@ -589,7 +591,7 @@ class ShopEpisode:
             action["fault"] = kind
         if kind in BLOCKING_KINDS:
             action["ok"] = False
-            return blocked_result(str(kind), name, self.rng)
+            return blocked_result(str(kind), name, self.rng, "the shop service")
 
         handler = self._handlers().get(name)
         try:
@@ -601,12 +603,12 @@ class ShopEpisode:
             error = {"error": str(exc)}
             if kind is None:
                 return ToolResult(content=error, error=str(exc))
-            result = degrade(kind, error, lambda: error)
+            result = degrade(kind, error, lambda: error, _IDS)
             return ToolResult(content=result.content, fault=kind, error=str(exc))
         action["ok"] = True
         if kind is None:
             return ToolResult(content=content)
-        return degrade(kind, content, lambda: self._stale_answer(name, arguments))
+        return degrade(kind, content, lambda: self._stale_answer(name, arguments), _IDS)
 
     def _handlers(self) -> dict[str, Callable[..., Any]]:
         return {

@@ -21,6 +21,7 @@ from whileai.executors import Job, RolloutSettings, job_lineage, job_task, unfin
 from whileai.schema.export import step_messages
 from whileai.schema.records import Judgment, Rollout, to_row
 from whileai.signatures import accepts
+from whileai.simulations import episode_life
 from whileai.simulations.behavior import behavior_signature
 from whileai.worlds import Episode, Situation, World
 
@@ -111,7 +112,7 @@ def _tool_content(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def _call_tool(episode: Episode, name: str, call: Any, step: int) -> tuple[str, str | None]:
+async def _call_tool(episode: Episode, name: str, call: Any, step: int) -> tuple[str, str | None]:
     """The tool message content for one call, and the fault kind that fired (if any).
 
     ``step`` is the index the tool's step will have in ``row["steps"]``; an episode whose
@@ -122,7 +123,7 @@ def _call_tool(episode: Episode, name: str, call: Any, step: int) -> tuple[str, 
         return json.dumps(error), None
     where = {"step": step} if accepts(episode.call, "step") else {}
     try:
-        result = episode.call(name, dict(call.arguments), **where)
+        result = await episode_life.call(episode, name, dict(call.arguments), **where)
     except Exception as exc:
         raise ToolRaised(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
     content = result.content
@@ -189,7 +190,7 @@ async def _agent_turn(
                 )
             else:
                 tool_calls_left -= 1
-                content, fault = _call_tool(episode, call.name, call, len(steps))
+                content, fault = await _call_tool(episode, call.name, call, len(steps))
             tool_step: dict[str, Any] = {
                 "role": "tool",
                 "tool_call_id": call.id,
@@ -215,7 +216,28 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
             f"world {ctx.world.name!r} could not start an episode: {type(exc).__name__}: {exc}"
         )
         return failed_row(job, ctx, failure), None
-    tools = list(ctx.world.tools())
+    try:
+        await episode_life.start(episode)
+        tools = episode_life.tools(episode, ctx.world)
+    except Exception as exc:  # a live service that did not start, or listed no tools
+        await episode_life.close(episode)
+        failure = (
+            f"world {ctx.world.name!r} could not start an episode: {type(exc).__name__}: {exc}"
+        )
+        return failed_row(job, ctx, failure), None
+    try:
+        return await _play(job, ctx, episode, tools), episode
+    except BaseException:
+        # cancelled or broken mid-rollout: a live service behind the episode must not outlive it
+        await episode_life.close(episode)
+        raise
+
+
+async def _play(
+    job: Job, ctx: RolloutContext, episode: Episode, tools: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The conversation of one started episode, to its trajectory."""
+    situation = job.situation
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ctx.system_prompt},
         {"role": "user", "content": situation.prompt},
@@ -277,10 +299,15 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
     except Exception as exc:  # the user's own agent callable, a malformed completion
         error = f"{type(exc).__name__}: {exc}"
         stop_reason = "error"
+    try:
+        await episode_life.finish(episode, final_text, steps)
+    except Exception as exc:
+        error = error or f"world {ctx.world.name!r} could not finish the episode: {exc}"
+        stop_reason = "error"
     trajectory = _trajectory(
         job, ctx, episode, steps, messages, tally, final_text, error, stop_reason, user_spoke
     )
-    return trajectory, episode
+    return trajectory
 
 
 def failed_row(job: Job, ctx: RolloutContext, reason: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from whileai.executors import IN_PROCESS, Job, RunSpec
 from whileai.graders import Grader, MarkerSet, resolve_graders, world_grader
 from whileai.registry import Registry
 from whileai.scoring import Verdict
+from whileai.simulations import episode_life
 from whileai.simulations.attribution import failure_owner
 from whileai.simulations.models import open_run_models
 from whileai.simulations.rollout import Models, RolloutContext, run_rollout
@@ -115,15 +116,20 @@ class JobRunner:
                 return Verdict.error("no episode to check")
             return episode.check(row["final_text"], row["steps"])
 
-        graded = await _grade(
-            trajectory,
-            check,
-            self.grader,
-            self.ctx.world,
-            self.llm_grader,
-            self.markers,
-            self.warnings,
-        )
+        try:
+            graded = await _grade(
+                trajectory,
+                check,
+                self.grader,
+                self.ctx.world,
+                self.llm_grader,
+                self.markers,
+                self.warnings,
+            )
+        finally:
+            problem = await episode_life.close(episode)
+            if problem is not None and problem not in self.warnings:
+                self.warnings.append(problem)
         patience = self.ctx.user_patience
         owner = failure_owner(
             graded, job.situation, patience if patience is not None else job.situation.patience

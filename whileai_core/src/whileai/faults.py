@@ -1,4 +1,7 @@
-"""Fault injection: whether a tool call fails, and what the agent sees when it does.
+"""Fault injection for any world: whether a tool call fails, and what the agent sees when it does.
+
+Every world that injects faults draws and shapes them here, so a fault kind looks the same to
+the agent whichever world it meets (the shop, the bank, an MCP server behind the MCP world).
 
 Each call draws once from the episode's rng: with probability ``rate`` a fault fires, and its
 kind is drawn uniformly from the plan's kinds. What each kind looks like to the agent:
@@ -38,12 +41,15 @@ def draw_fault(plan: FaultPlan, rate: float, rng: random.Random) -> str | None:
     return plan.kinds[rng.randrange(len(plan.kinds))]
 
 
-def blocked_result(kind: str, tool: str, rng: random.Random) -> ToolResult:
-    """What a loud fault returns in place of the tool's answer."""
+def blocked_result(
+    kind: str, tool: str, rng: random.Random, service: str = "the service"
+) -> ToolResult:
+    """What a loud fault returns in place of the tool's answer; ``service`` names what did not
+    answer, as the agent would read it in a timeout."""
     if kind == "timeout":
         content: dict[str, Any] = {
             "error": "timeout",
-            "message": f"{tool}: the shop service did not answer within 10 s",
+            "message": f"{tool}: {service} did not answer within 10 s",
         }
     elif kind == "error":
         content = {"error": "internal_error", "status": 500, "message": f"{tool}: server error"}
@@ -59,19 +65,18 @@ def blocked_result(kind: str, tool: str, rng: random.Random) -> ToolResult:
     return ToolResult(content=content, fault=kind, error=f"{kind}: {content['message']}")
 
 
-def partial_content(content: Any) -> Any:
-    """Drop the second half of every list and every other plain field of every record."""
+def partial_content(content: Any, keep: frozenset[str] = frozenset()) -> Any:
+    """Drop the second half of every list and every other plain field of every record; the
+    fields named in ``keep`` (a world's ids) survive, so the answer still looks whole."""
     if isinstance(content, dict):
-        # Ids and nested records survive (so the answer still looks whole); every other
-        # plain field of the record is lost.
         kept = [
             k
             for i, k in enumerate(content)
-            if i % 2 == 0 or k in ("order_id", "email") or isinstance(content[k], dict | list)
+            if i % 2 == 0 or k in keep or isinstance(content[k], dict | list)
         ]
-        return {k: partial_content(content[k]) for k in kept}
+        return {k: partial_content(content[k], keep) for k in kept}
     if isinstance(content, list):
-        return [partial_content(v) for v in content[: max(1, len(content) // 2)]]
+        return [partial_content(v, keep) for v in content[: max(1, len(content) // 2)]]
     return content
 
 
@@ -81,13 +86,15 @@ def malformed_content(content: Any) -> str:
     return text[: max(1, len(text) // 2)]
 
 
-def degrade(kind: str, fresh: Any, stale: Callable[[], Any]) -> ToolResult:
+def degrade(
+    kind: str, fresh: Any, stale: Callable[[], Any], keep: frozenset[str] = frozenset()
+) -> ToolResult:
     """A silent fault applied to a call that ran: ``fresh`` is the true answer, ``stale``
-    builds the lagging one."""
+    builds the lagging one, ``keep`` names the fields a partial answer keeps."""
     if kind == "stale":
         return ToolResult(content=stale(), fault=kind)
     if kind == "partial":
-        return ToolResult(content=partial_content(fresh), fault=kind)
+        return ToolResult(content=partial_content(fresh, keep), fault=kind)
     if kind == "malformed":
         return ToolResult(content=malformed_content(fresh), fault=kind)
     raise ValueError(f"fault kind {kind!r} is not a silent fault")

@@ -1,0 +1,1 @@
+"""Any MCP server as a whileai world (``advanced={"world": "mcp:<command or url>"}``)."""
