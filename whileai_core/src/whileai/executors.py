@@ -208,6 +208,8 @@ class RunSpec(RolloutSettings):
     #: the judge role's model spec, for a judge named without one
     judge_model: str | None
     concurrency: int
+    #: keyword options the world's factory is built with (``advanced["world_options"]``)
+    world_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
 
     def problems(self) -> list[str]:
         """What in this run a worker could not rebuild, each with what to pass instead."""

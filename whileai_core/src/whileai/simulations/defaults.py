@@ -25,6 +25,7 @@ DEFAULT_WORLD = "shop"
 #: engine internals. Both are ``advanced=`` keys; the docs list them in two sections.
 EXPERIMENT_KNOBS: tuple[str, ...] = (
     "world",
+    "world_options",
     "fault_kinds",
     "user_persona",
     "user_patience",
@@ -125,6 +126,11 @@ class RunKnobs:
     # world, so without whileai-worlds installed it is the usual install hint. "shop"
     # (orders, refunds, accounts) is the one the built-in worlds plugin ships; convention.
     world: str = _text(DEFAULT_WORLD)
+    # Keyword options the world's factory is built with (the MCP world's situations file and
+    # state tool, a third party's own settings). Empty: the world's own defaults; convention.
+    world_options: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=dict, metadata={"bounds": "keyword options"}
+    )
     # Which fault kinds the world's fault plan may inject. All of them: an agent is measured on
     # every way a real tool fails; convention, untested.
     fault_kinds: tuple[str, ...] = attrs.field(
@@ -250,6 +256,7 @@ class RunKnobs:
         out = attrs.asdict(self)
         out["fault_kinds"] = list(self.fault_kinds)
         out["strategy_options"] = dict(self.strategy_options)
+        out["world_options"] = dict(self.world_options)
         return out
 
     @classmethod

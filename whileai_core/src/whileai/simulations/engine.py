@@ -649,6 +649,7 @@ def _describe(call: _Call, ctx: RolloutContext) -> RunSpec:
     return run_spec(
         ctx,
         world=call.knobs.world,
+        world_options=call.knobs.world_options,
         registry=call.executor.registry_spec or RegistrySpec.of(call.registry),
         agent_model=params.agent_model
         if resolved.models.agent_is_callable
@@ -1069,7 +1070,7 @@ async def _simulate_call(
     if cache is not None:
         # every backend the run resolves (agent, user, writer, judge) answers from the cache
         reg = reg.with_backend_wrapper(cache)
-    world = reg.resolve("world", knobs.world)
+    world = reg.resolve("world", knobs.world, **knobs.world_options)
     # What the caller left to the world: the deploy prompt, the difficulty dimension.
     defaults = world_defaults(world)
     params = params.for_world(defaults)

@@ -84,7 +84,7 @@ class JobRunner:
     async def open(cls, run: RunSpec) -> JobRunner:
         """Rebuild the run in this process: registry, world, backends, judges, markers."""
         registry = run.registry.build()
-        world = registry.resolve("world", run.world)
+        world = registry.resolve("world", run.world, **run.world_options)
         backends: list[RunBackend] = []
         try:
             models = open_run_models(run, registry, backends)
