@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from whileai.worlds import FaultPlan, ToolResult
+from whileai.worlds import FAULT_KINDS, FaultPlan, ToolResult
 
 #: Kinds that stop the call before it does anything.
 BLOCKING_KINDS: frozenset[str] = frozenset({"timeout", "error", "rate_limit"})
@@ -98,3 +98,24 @@ def degrade(
     if kind == "malformed":
         return ToolResult(content=malformed_content(fresh), fault=kind)
     raise ValueError(f"fault kind {kind!r} is not a silent fault")
+
+
+def coerce_fault_plan(
+    value: FaultPlan | Mapping[str, Any] | str | Sequence[str] | None,
+) -> FaultPlan | None:
+    """A fault plan from what a user may write: a FaultPlan, ``{"kinds": [...], "rate": r}``,
+    a comma-separated string of kinds (``"timeout,rate_limit"``), ``"all"``, or a list of kinds."""
+    if value is None or isinstance(value, FaultPlan):
+        return value
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - {"kinds", "rate"})
+        if unknown:
+            raise ValueError(f"fault_plan has unknown keys {unknown}; keys are kinds, rate")
+        kinds = value.get("kinds", FAULT_KINDS)
+        kinds = kinds.split(",") if isinstance(kinds, str) else kinds
+        return FaultPlan(tuple(k.strip() for k in kinds), value.get("rate"))
+    if isinstance(value, str):
+        if value.strip() in ("", "all"):
+            return FaultPlan()
+        return FaultPlan(tuple(k.strip() for k in value.split(",") if k.strip()))
+    return FaultPlan(tuple(value))

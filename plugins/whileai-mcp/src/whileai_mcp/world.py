@@ -20,7 +20,8 @@ from typing import Any
 
 import attrs
 
-from whileai.worlds import FAULT_KINDS, FaultPlan, Situation
+from whileai.faults import coerce_fault_plan
+from whileai.worlds import FaultPlan, Situation
 from whileai_mcp.episode import McpEpisode, OneAtATime, Settings
 from whileai_mcp.seeds import Seeds, parse_check
 from whileai_mcp.target import Target, parse_target
@@ -201,21 +202,6 @@ def _matches(situation: Situation, spec: Mapping[str, Any]) -> bool:
     return all(situation.dimensions[k] == v for k, v in spec.items() if k in situation.dimensions)
 
 
-def _fault_plan(value: Any) -> FaultPlan:
-    if value is None:
-        return FaultPlan()
-    if isinstance(value, FaultPlan):
-        return value
-    if isinstance(value, str):
-        kinds = (
-            FAULT_KINDS
-            if value.strip() == "all"
-            else tuple(k.strip() for k in value.split(",") if k.strip())
-        )
-        return FaultPlan(kinds)
-    raise ValueError(f"the MCP world's fault_plan is a FaultPlan or 'kind,kind', got {value!r}")
-
-
 def make_mcp(
     argument: str | None = None,
     *,
@@ -260,6 +246,6 @@ def make_mcp(
     return McpWorld(
         settings,
         Seeds.load(situations),
-        fault_plan=_fault_plan(fault_plan),
+        fault_plan=coerce_fault_plan(fault_plan) or FaultPlan(),
         default_fault_rate=float(default_fault_rate),
     )

@@ -6,20 +6,31 @@ from typing import Any
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
+from whileai_worlds.bank import BankWorld
 from whileai_worlds.shop import ShopWorld
 
 
-def make_shop(argument: str | None = None, **options: Any) -> ShopWorld:
-    """``"shop"`` or ``"shop:<kinds>"``: the argument is the world's own fault plan, a
-    comma-separated list of fault kinds (``"shop:timeout,rate_limit"``) or ``all``."""
+def _plan_options(world: str, argument: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    """A spec's argument is the world's own fault plan: a comma-separated list of fault kinds
+    (``"shop:timeout,rate_limit"``) or ``all``."""
     if argument is not None:
         if "fault_plan" in options:
             raise ValueError(
-                f"world spec 'shop:{argument}' names a fault plan and fault_plan= is given too; "
-                "pass one"
+                f"world spec '{world}:{argument}' names a fault plan and fault_plan= is given "
+                "too; pass one"
             )
         options["fault_plan"] = argument
-    return ShopWorld(**options)
+    return options
+
+
+def make_shop(argument: str | None = None, **options: Any) -> ShopWorld:
+    """``"shop"`` or ``"shop:<kinds>"``."""
+    return ShopWorld(**_plan_options("shop", argument, options))
+
+
+def make_bank(argument: str | None = None, **options: Any) -> BankWorld:
+    """``"bank"`` or ``"bank:<kinds>"``."""
+    return BankWorld(**_plan_options("bank", argument, options))
 
 
 @hookimpl
@@ -29,4 +40,10 @@ def whileai_register_worlds(register: Register) -> None:
         make_shop,
         aliases=("shop_world",),
         description="orders, refunds and accounts per rollout, with injected faults",
+    )
+    register(
+        "bank",
+        make_bank,
+        description="accounts, transfers under a daily limit, cards and an identity check "
+        "per rollout, with injected faults",
     )

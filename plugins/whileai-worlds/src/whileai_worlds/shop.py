@@ -26,9 +26,15 @@ from typing import Any, ClassVar
 
 import attrs
 
-from whileai.faults import BLOCKING_KINDS, blocked_result, degrade, draw_fault
+from whileai.faults import (
+    BLOCKING_KINDS,
+    blocked_result,
+    coerce_fault_plan,
+    degrade,
+    draw_fault,
+)
 from whileai.scoring import Verdict
-from whileai.worlds import FAULT_KINDS, FaultPlan, Situation, ToolResult
+from whileai.worlds import FaultPlan, Situation, ToolResult
 from whileai_worlds import shop_text
 
 #: The shop's "today": fixed, so a situation's dates (and the refund window) never depend on
@@ -237,27 +243,6 @@ def _choose(spec: Mapping[str, Any], key: str, values: Sequence[str], rng: rando
             f"shop world: dimension {key!r} has no value {value!r}; values are {list(values)}"
         )
     return str(value)
-
-
-def coerce_fault_plan(
-    value: FaultPlan | Mapping[str, Any] | str | Sequence[str] | None,
-) -> FaultPlan | None:
-    """A fault plan from what a user may write: a FaultPlan, ``{"kinds": [...], "rate": r}``,
-    a comma-separated string of kinds (``"timeout,rate_limit"``), ``"all"``, or a list of kinds."""
-    if value is None or isinstance(value, FaultPlan):
-        return value
-    if isinstance(value, Mapping):
-        unknown = sorted(set(value) - {"kinds", "rate"})
-        if unknown:
-            raise ValueError(f"fault_plan has unknown keys {unknown}; keys are kinds, rate")
-        kinds = value.get("kinds", FAULT_KINDS)
-        kinds = kinds.split(",") if isinstance(kinds, str) else kinds
-        return FaultPlan(tuple(k.strip() for k in kinds), value.get("rate"))
-    if isinstance(value, str):
-        if value.strip() in ("", "all"):
-            return FaultPlan()
-        return FaultPlan(tuple(k.strip() for k in value.split(",") if k.strip()))
-    return FaultPlan(tuple(value))
 
 
 #: The shop's deploy prompt: what ``simulate()`` runs the agent under when you give none.
