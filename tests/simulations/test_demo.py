@@ -38,11 +38,15 @@ def test_demo_runs_offline_on_the_embedded_model(tmp_path: Path) -> None:
     printed = result.stdout
     assert "templates" in printed  # the output says who wrote the situations
     assert "pass@1" in printed and "faults fired" in printed
-    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert len(rows) == 4
-    assert {r["writer_model"] for r in rows} == {"template"}
-    assert all(r["model_version"] for r in rows)
-    assert all(r["judge_name"] == "world:shop" for r in rows if not r.get("error"))
-    side = json.loads((out / "rows.meta.json").read_text())
-    assert side["complete"] is True
-    assert side["report"]["world"]["name"] == "shop"
+    # one run per built-in world, each in a folder of its own
+    assert "== shop ==" in printed and "== bank ==" in printed
+    for world in ("shop", "bank"):
+        rows = [json.loads(x) for x in (out / world / "rows.jsonl").read_text().splitlines()]
+        assert len(rows) == 4
+        assert {r["writer_model"] for r in rows} == {"template"}
+        assert {r["world"] for r in rows} == {world}
+        assert all(r["model_version"] for r in rows)
+        assert all(r["judge_name"] == f"world:{world}" for r in rows if not r.get("error"))
+        side = json.loads((out / world / "rows.meta.json").read_text())
+        assert side["complete"] is True
+        assert side["report"]["world"]["name"] == world

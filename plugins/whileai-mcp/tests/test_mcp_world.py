@@ -347,3 +347,13 @@ def test_a_running_server_over_streamable_http_is_reset_for_every_episode(http_d
     assert [r["reward"] for r in rows] == [1.0] * 3
     # one shared server, yet each episode found the store as it started: one note each time
     assert all(r["world_state"]["notes"] == {"T-101": ["drops every hour"]} for r in rows)
+
+
+def test_a_server_named_in_an_mcp_client_config_file_is_a_world(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    server = {"command": sys.executable, "args": [str(HERE / "ticket_server.py")], "env": {}}
+    config.write_text(json.dumps({"mcpServers": {"tickets": server}}))
+    data = run(world="mcp:tickets", options={"config": str(config)}, repeats=1)
+    assert [r["reward"] for r in data.rows()] == [1.0, 1.0]
+    with pytest.raises(ValueError, match=r"names no server 'desk'; it has \['tickets'\]"):
+        run(world="mcp:desk", options={"config": str(config)})

@@ -1,11 +1,15 @@
-"""Where an MCP server is: a command to start over stdio, or a streamable-HTTP URL."""
+"""Where an MCP server is: a command to start over stdio, a streamable-HTTP URL, or a server
+named in an MCP client's config file (the ``{"mcpServers": {name: {...}}}`` JSON that MCP
+clients share: ``command``, ``args``, ``env``, ``cwd``, or ``url``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 
 import attrs
 
@@ -48,3 +52,48 @@ def parse_target(spec: str, env: Mapping[str, str] | None = None, cwd: str | Non
     if shutil.which(command) is None and not os.path.isfile(command):
         raise ValueError(f"MCP server command {spec!r}: {command!r} is neither on PATH nor a file")
     return Target(spec, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd)
+
+
+def named_target(config: str | os.PathLike[str], name: str) -> Target:
+    """The server ``name`` in the MCP config file ``config``; a ValueError names the file and
+    what is missing or wrong."""
+    where = str(config)
+    try:
+        data = json.loads(Path(config).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"MCP config {where!r}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ValueError(f"MCP config {where!r} is not valid JSON: {exc}") from None
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ValueError(f"MCP config {where!r} has no 'mcpServers' object")
+    if name not in servers:
+        raise ValueError(f"MCP config {where!r} names no server {name!r}; it has {sorted(servers)}")
+    entry = servers[name]
+    if not isinstance(entry, dict):
+        raise ValueError(f"MCP config {where!r}: server {name!r} is not an object")
+    if "url" in entry:
+        return parse_target(str(entry["url"]))
+    if "command" not in entry:
+        raise ValueError(f"MCP config {where!r}: server {name!r} has neither 'command' nor 'url'")
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ValueError(f"MCP config {where!r}: server {name!r}'s 'args' must be a list of text")
+    env = entry.get("env", {})
+    if not isinstance(env, dict):
+        raise ValueError(f"MCP config {where!r}: server {name!r}'s 'env' must be an object")
+    command = str(entry["command"])
+    if shutil.which(command) is None and not os.path.isfile(command):
+        raise ValueError(
+            f"MCP config {where!r}: server {name!r}'s command {command!r} is neither on PATH "
+            "nor a file"
+        )
+    spec = " ".join([name, "=", command, *args])
+    cwd = entry.get("cwd")
+    return Target(
+        spec,
+        command=command,
+        args=tuple(args),
+        env={str(k): str(v) for k, v in env.items()},
+        cwd=str(cwd) if cwd else None,
+    )

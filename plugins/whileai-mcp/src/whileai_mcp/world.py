@@ -24,7 +24,7 @@ from whileai.faults import coerce_fault_plan
 from whileai.worlds import FaultPlan, Situation
 from whileai_mcp.episode import McpEpisode, OneAtATime, Settings
 from whileai_mcp.seeds import Seeds, parse_check
-from whileai_mcp.target import Target, parse_target
+from whileai_mcp.target import Target, named_target, parse_target
 
 #: The rate a plan without its own fires at: the same as the built-in worlds', so a run
 #: against a server meets faults unless fault_rate=0 says otherwise.
@@ -206,6 +206,7 @@ def make_mcp(
     argument: str | None = None,
     *,
     situations: str | Path | Sequence[Mapping[str, Any]] | None = None,
+    config: str | Path | None = None,
     state_tool: str | None = None,
     reset_tool: str | None = None,
     hidden_tools: Iterable[str] = (),
@@ -215,9 +216,15 @@ def make_mcp(
     fault_plan: Any = None,
     default_fault_rate: float = DEFAULT_FAULT_RATE,
 ) -> McpWorld:
-    """``"mcp:<command>"`` or ``"mcp:http://127.0.0.1:<port>/mcp"``, with the options of
-    ``advanced["world_options"]``; every bad option is a ValueError naming it."""
-    target: Target = parse_target(argument or "", env=env, cwd=cwd)
+    """``"mcp:<command>"``, ``"mcp:http://127.0.0.1:<port>/mcp"``, or ``"mcp:<name>"`` with
+    ``config=`` an MCP client's config file holding that server; the other options are
+    ``advanced["world_options"]``'s. Every bad option is a ValueError naming it."""
+    if config is not None:
+        if env or cwd:
+            raise ValueError("with config=, the server's env and cwd come from the config file")
+        target: Target = named_target(config, (argument or "").strip())
+    else:
+        target = parse_target(argument or "", env=env, cwd=cwd)
     if situations is None:
         raise ValueError(
             "the MCP world needs situations: advanced={'world_options': "

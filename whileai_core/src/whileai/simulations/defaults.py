@@ -124,7 +124,9 @@ class RunKnobs:
     # -- experiment knobs: what the mock world answers ---------------------------------
     # The world the situations happen in: a documented default, resolved by name like any
     # world, so without whileai-worlds installed it is the usual install hint. "shop"
-    # (orders, refunds, accounts) is the one the built-in worlds plugin ships; convention.
+    # (orders, refunds, accounts) and "bank" (identity checks, transfers under a daily
+    # limit, cards) ship in the built-in worlds plugin, "mcp:<command or url>" (any MCP
+    # server) in whileai-mcp; see [worlds.md](worlds.md); convention.
     world: str = _text(DEFAULT_WORLD)
     # Keyword options the world's factory is built with (the MCP world's situations file and
     # state tool, a third party's own settings). Empty: the world's own defaults; convention.

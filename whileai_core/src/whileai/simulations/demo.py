@@ -1,10 +1,10 @@
-"""``whileai demo``: a real simulate() run, offline, on the embedded model.
+"""``whileai demo``: real simulate() runs, offline, on the embedded model.
 
-The embedded model (SmolLM2-135M) plays both the agent and the simulated user in the shop
-world with faults on; the world's templates write the situations, because a 135M model writes
-poor ones. Every rollout is graded by the world's own checks. The run's report (pass@1 with its
-interval, pass^k, fault counts, warnings) is printed, and the rows and sidecar are written to a
-folder.
+The embedded model (SmolLM2-135M) plays both the agent and the simulated user in each built-in
+world in turn (the shop, then the bank) with faults on; the worlds' templates write the
+situations, because a 135M model writes poor ones. Every rollout is graded by its world's own
+checks. Each run's report (pass@1 with its interval, pass^k, fault counts, warnings) is
+printed, and its rows and sidecar are written to a folder of their own.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ EMBEDDED = "local:smollm2"
 #: Short replies and few tool rounds keep the demo to a few minutes on two cores; the
 #: 135M model rambles and loops on tools when let.
 DEMO_KNOBS = {"agent_max_tokens": 96, "user_max_tokens": 48, "max_tool_rounds": 1}
+#: The built-in worlds, one run each: two domains of different shape under one engine.
+DEMO_WORLDS = ("shop", "bank")
 
 
 @contextlib.contextmanager
@@ -53,45 +55,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="folder for rows.jsonl and rows.meta.json (default runs/demo-<UTC timestamp>)",
     )
-    parser.add_argument("--situations", type=int, default=4, help="unique situations (4)")
+    parser.add_argument(
+        "--situations", type=int, default=3, help="unique situations in each world (3)"
+    )
     parser.add_argument("--repeats", type=int, default=4, help="rollouts per situation (4)")
     parser.add_argument("--fault-rate", type=float, default=0.2, help="tool fault rate (0.2)")
     parser.add_argument("--max-turns", type=int, default=2, help="agent turns per rollout (2)")
     parser.add_argument("--seed", type=int, default=0, help="run seed (0)")
     parser.add_argument("--model", default=EMBEDDED, help=f"agent and user model spec ({EMBEDDED})")
+    parser.add_argument(
+        "--worlds",
+        default=",".join(DEMO_WORLDS),
+        help=f"comma-separated worlds to run in, one run each ({','.join(DEMO_WORLDS)})",
+    )
 
 
 def run_demo(args: argparse.Namespace, *, registry: Any = None) -> int:
     from whileai.simulations.engine import simulate
 
+    worlds = [w.strip() for w in str(args.worlds).split(",") if w.strip()]
+    if not worlds:
+        raise SystemExit("whileai demo: --worlds names no world")
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(args.out) if args.out else Path("runs") / f"demo-{stamp}"
-    output = folder / "rows.jsonl"
     print(
-        f"whileai demo: {args.situations} shop situations x {args.repeats} repeats, "
-        f"faults at {args.fault_rate}, agent and simulated user both {args.model} (offline).\n"
-        "Situations are written from the shop world's templates, not by a model: a 135M model "
+        f"whileai demo: in each of {', '.join(worlds)}, {args.situations} situations x "
+        f"{args.repeats} repeats, faults at {args.fault_rate}, agent and simulated user both "
+        f"{args.model} (offline).\n"
+        "Situations are written from each world's templates, not by a model: a 135M model "
         "writes poor ones.\n",
         flush=True,
     )
-    start = time.perf_counter()
-    with kept_std_streams():
-        data = simulate(
-            agent_model=args.model,
-            user_model=args.model,
-            simulator="template",
-            unique_situations=args.situations,
-            rollouts_per_request=args.repeats,
-            fault_rate=args.fault_rate,
-            max_turns=args.max_turns,
-            max_tool_calls=4,
-            seed=args.seed,
-            output=str(output),
-            registry=registry,
-            advanced=DEMO_KNOBS,
-        )
-    seconds = time.perf_counter() - start
-    print(data.report())
-    print(f"\n{len(data.rows)} rollouts in {seconds:.0f} s; rows: {output}")
-    print(f"sidecar: {output.with_suffix('.meta.json')}")
+    for world in worlds:
+        output = folder / world / "rows.jsonl"
+        print(f"== {world} ==", flush=True)
+        start = time.perf_counter()
+        with kept_std_streams():
+            data = simulate(
+                agent_model=args.model,
+                user_model=args.model,
+                simulator="template",
+                unique_situations=args.situations,
+                rollouts_per_request=args.repeats,
+                fault_rate=args.fault_rate,
+                max_turns=args.max_turns,
+                max_tool_calls=4,
+                seed=args.seed,
+                output=str(output),
+                registry=registry,
+                advanced={**DEMO_KNOBS, "world": world},
+            )
+        seconds = time.perf_counter() - start
+        print(data.report())
+        print(f"\n{len(data.rows)} rollouts in {seconds:.0f} s; rows: {output}")
+        print(f"sidecar: {output.with_suffix('.meta.json')}\n")
     return 0
