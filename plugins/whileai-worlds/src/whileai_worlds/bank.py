@@ -18,7 +18,7 @@ digits decide which).
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -26,16 +26,19 @@ from typing import Any, ClassVar
 
 import attrs
 
-from whileai.faults import (
-    BLOCKING_KINDS,
-    blocked_result,
-    coerce_fault_plan,
-    degrade,
-    draw_fault,
-)
+from whileai.faults import coerce_fault_plan
 from whileai.scoring import Verdict
 from whileai.worlds import FaultPlan, Situation, ToolResult
 from whileai_worlds import bank_text
+from whileai_worlds.tooling import (
+    Refused,
+    answer_call,
+    choose,
+    function_tool,
+    rate_in_unit_interval,
+    required_text,
+    seed_of,
+)
 
 #: The rate a plan without its own fires at: the same as the shop's, for the same reason
 #: (a rollout of four or five calls meets a fault about a third of the time). Convention.
@@ -83,22 +86,6 @@ WRITER_PROMPT = (
 )
 
 
-def _fn(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": list(properties),
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
 _CUSTOMER = {"type": "string", "description": "the customer id, e.g. C-10482"}
 _ACCOUNT = {"type": "string", "description": "an account id, e.g. SAV-5531"}
 
@@ -106,12 +93,12 @@ _ACCOUNT = {"type": "string", "description": "an account id, e.g. SAV-5531"}
 def bank_tools(daily_limit: float) -> list[dict[str, Any]]:
     """The bank's tools in OpenAI format; the descriptions carry the bank's policy."""
     return [
-        _fn(
+        function_tool(
             "find_customer",
             "Find a customer by phone number; gives their id and name only.",
             {"phone": {"type": "string", "description": "the customer's phone number"}},
         ),
-        _fn(
+        function_tool(
             "verify_identity",
             "Check the customer's answer to their security question. Required before any "
             f"other tool but find_customer; {MAX_ATTEMPTS} wrong answers lock the check.",
@@ -120,17 +107,17 @@ def bank_tools(daily_limit: float) -> list[dict[str, Any]]:
                 "security_answer": {"type": "string", "description": "the customer's answer"},
             },
         ),
-        _fn(
+        function_tool(
             "list_accounts",
             "The customer's accounts: id, type, nickname and balance.",
             {"customer_id": _CUSTOMER},
         ),
-        _fn(
+        function_tool(
             "get_limits",
             "The customer's daily transfer limit and what is left of it today.",
             {"customer_id": _CUSTOMER},
         ),
-        _fn(
+        function_tool(
             "transfer",
             "Move money between two of the customer's own accounts. Policy: never past the "
             f"customer's daily limit (usually {daily_limit:.2f}); check get_limits first.",
@@ -140,12 +127,12 @@ def bank_tools(daily_limit: float) -> list[dict[str, Any]]:
                 "amount": {"type": "number", "description": "the amount, e.g. 250.00"},
             },
         ),
-        _fn(
+        function_tool(
             "list_cards",
             "The customer's cards: id, last four digits, status.",
             {"customer_id": _CUSTOMER},
         ),
-        _fn(
+        function_tool(
             "freeze_card",
             "Freeze a card so it can no longer be used.",
             {"card_id": {"type": "string", "description": "a card id, e.g. CARD-2207"}},
@@ -157,23 +144,8 @@ def _money(value: float) -> str:
     return f"{value:,.2f}"
 
 
-def _seed_of(situation_id: str) -> int:
-    return int(hashlib.sha256(situation_id.encode("utf-8")).hexdigest()[:12], 16)
-
-
 def _phone(rng: random.Random) -> str:
     return f"+44 7{rng.randrange(100, 1000)} {rng.randrange(100000, 1000000)}"
-
-
-def _choose(spec: Mapping[str, Any], key: str, values: Sequence[str], rng: random.Random) -> str:
-    value = spec.get(key)
-    if value is None:
-        return rng.choice(list(values))
-    if value not in values:
-        raise ValueError(
-            f"bank world: dimension {key!r} has no value {value!r}; values are {list(values)}"
-        )
-    return str(value)
 
 
 @attrs.define
@@ -205,7 +177,7 @@ def build_ledger(situation: Situation, daily_limit: float) -> Ledger:
             f"situation {situation.situation_id!r}: the bank world needs {missing} in its "
             "hidden_state (what the customer knows) or goal['records'] (the bank's records)"
         )
-    rng = random.Random(_seed_of(situation.situation_id))
+    rng = random.Random(seed_of(situation.situation_id))
     me = str(known["customer_id"])
     customers = {
         me: {
@@ -281,16 +253,14 @@ class BankWorld:
     hard_value: ClassVar[str] = "hard"
 
     fault_plan: FaultPlan | None = attrs.field(default=None, converter=coerce_fault_plan)
-    default_fault_rate: float = DEFAULT_FAULT_RATE
+    default_fault_rate: float = attrs.field(
+        default=DEFAULT_FAULT_RATE, validator=rate_in_unit_interval
+    )
     daily_limit: float = DAILY_LIMIT
     name: str = "bank"
     version: str = "1"
 
     def __attrs_post_init__(self) -> None:
-        if not 0 <= self.default_fault_rate <= 1:
-            raise ValueError(
-                f"default_fault_rate must lie in [0, 1], got {self.default_fault_rate!r}"
-            )
         if isinstance(self.daily_limit, bool) or not self.daily_limit > 0:
             raise ValueError(f"daily_limit must be a positive amount, got {self.daily_limit!r}")
 
@@ -309,9 +279,9 @@ class BankWorld:
         ``phrasing`` is, so phrasings of one rng state are one situation worded differently."""
         if phrasing < 0:
             raise ValueError(f"phrasing must be >= 0, got {phrasing!r}")
-        intent = _choose(spec, "intent", INTENTS, rng)
-        difficulty = _choose(spec, "difficulty", DIFFICULTIES, rng)
-        mood = _choose(spec, "mood", MOODS, rng)
+        intent = choose("bank", spec, "intent", INTENTS, rng)
+        difficulty = choose("bank", spec, "difficulty", DIFFICULTIES, rng)
+        mood = choose("bank", spec, "mood", MOODS, rng)
         first, last = rng.choice(bank_text.FIRST_NAMES), rng.choice(bank_text.LAST_NAMES)
         customer_id = f"C-{rng.randrange(10000, 100000)}"
         phone = _phone(rng)
@@ -440,10 +410,6 @@ class BankWorld:
         )
 
 
-class _Refused(Exception):
-    """A call the bank refuses (unknown id, no funds, locked), answered as an error result."""
-
-
 @attrs.define
 class BankEpisode:
     """One rollout's private bank. ``call`` answers tools, ``check`` grades the rollout."""
@@ -472,35 +438,26 @@ class BankEpisode:
     def call(self, name: str, arguments: Mapping[str, Any], step: int | None = None) -> ToolResult:
         index = self._calls if step is None else step
         self._calls += 1
-        kind = draw_fault(self.plan, self.rate, self.rng) if self.rate > 0 else None
-        action: dict[str, Any] = {"step": index, "tool": name, "arguments": dict(arguments)}
-        self.actions.append(action)
-        if kind is not None:
-            self._faults.append({"step": index, "tool": name, "kind": kind})
-            action["fault"] = kind
-        if kind in BLOCKING_KINDS:
-            action["ok"] = False
-            return blocked_result(str(kind), name, self.rng, "the core banking system")
-        handler = self._handlers().get(name)
-        try:
-            if handler is None:
-                raise _Refused(f"unknown tool {name!r}; tools are {sorted(self._handlers())}")
-            action["verified_before"] = self._verified_for(name, arguments)
-            content = handler(self.ledger, arguments, action)
-        except _Refused as exc:
-            action["ok"] = False
-            error = {"error": str(exc)}
-            if kind is None:
-                return ToolResult(content=error, error=str(exc))
-            result = degrade(kind, error, lambda: error, _IDS)
-            return ToolResult(content=result.content, fault=kind, error=str(exc))
-        action["ok"] = True
-        if kind is None:
-            return ToolResult(content=content)
-        # an identity check has no replica to lag behind: a stale fault repeats its answer
-        fresh = name == "verify_identity"
-        stale = (lambda: content) if fresh else (lambda: self._stale_answer(name, arguments))
-        return degrade(kind, content, stale, _IDS)
+        verified = self._verified_for(name, arguments)
+        result = answer_call(
+            name,
+            arguments,
+            index,
+            handlers={n: functools.partial(h, self.ledger) for n, h in self._handlers().items()},
+            # an identity check has no replica to lag behind: a stale fault repeats its answer
+            stale=lambda fresh: (
+                fresh if name == "verify_identity" else self._stale_answer(name, arguments)
+            ),
+            rng=self.rng,
+            plan=self.plan,
+            rate=self.rate,
+            service="the core banking system",
+            keep=_IDS,
+            actions=self.actions,
+            faults=self._faults,
+        )
+        self.actions[-1]["verified_before"] = verified
+        return result
 
     def _handlers(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -539,45 +496,38 @@ class BankEpisode:
             stale_args = {"customer_id": self.customer}
         try:
             return self._handlers()[read](self._initial.copy(), stale_args, {})
-        except _Refused as exc:
+        except Refused as exc:
             return {"error": str(exc)}
 
-    @staticmethod
-    def _text(arguments: Mapping[str, Any], key: str) -> str:
-        value = arguments.get(key)
-        if not isinstance(value, str) or not value.strip():
-            raise _Refused(f"argument {key!r} is required and must be a non-empty string")
-        return value.strip()
-
     def _customer(self, ledger: Ledger, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        customer_id = self._text(arguments, "customer_id").upper()
+        customer_id = required_text(arguments, "customer_id").upper()
         if customer_id not in ledger.customers:
-            raise _Refused(f"no customer {customer_id}")
+            raise Refused(f"no customer {customer_id}")
         return ledger.customers[customer_id]
 
     def _find_customer(
         self, ledger: Ledger, arguments: Mapping[str, Any], action: dict[str, Any]
     ) -> Any:
-        wanted = re.sub(r"\D", "", self._text(arguments, "phone"))
+        wanted = re.sub(r"\D", "", required_text(arguments, "phone"))
         for customer in ledger.customers.values():
             if re.sub(r"\D", "", customer["phone"]) == wanted:
                 action["customer_id"] = customer["customer_id"]
                 return {"customer_id": customer["customer_id"], "name": customer["name"]}
-        raise _Refused("no customer with that phone number")
+        raise Refused("no customer with that phone number")
 
     def _verify_identity(
         self, ledger: Ledger, arguments: Mapping[str, Any], action: dict[str, Any]
     ) -> Any:
         customer = self._customer(ledger, arguments)
-        answer = self._text(arguments, "security_answer")
+        answer = required_text(arguments, "security_answer")
         who = customer["customer_id"]
         action["customer_id"] = who
         if self._wrong_answers.get(who, 0) >= MAX_ATTEMPTS:
-            raise _Refused("identity check locked after too many wrong answers")
+            raise Refused("identity check locked after too many wrong answers")
         if answer.casefold() != str(customer["security_answer"]).casefold():
             self._wrong_answers[who] = self._wrong_answers.get(who, 0) + 1
             left = MAX_ATTEMPTS - self._wrong_answers[who]
-            raise _Refused(f"security answer does not match; {left} attempts left")
+            raise Refused(f"security answer does not match; {left} attempts left")
         self._verified.add(who)
         action["effect"] = "verified"
         return {"customer_id": who, "verified": True}
@@ -613,24 +563,24 @@ class BankEpisode:
     def _transfer(
         self, ledger: Ledger, arguments: Mapping[str, Any], action: dict[str, Any]
     ) -> Any:
-        source = ledger.accounts.get(self._text(arguments, "from_account").upper())
-        target = ledger.accounts.get(self._text(arguments, "to_account").upper())
+        source = ledger.accounts.get(required_text(arguments, "from_account").upper())
+        target = ledger.accounts.get(required_text(arguments, "to_account").upper())
         if source is None or target is None:
-            raise _Refused("no such account")
+            raise Refused("no such account")
         amount = arguments.get("amount")
         if isinstance(amount, str):
             try:
                 amount = float(amount.replace(",", ""))
             except ValueError:
-                raise _Refused(f"amount {amount!r} is not a number") from None
+                raise Refused(f"amount {amount!r} is not a number") from None
         if isinstance(amount, bool) or not isinstance(amount, int | float) or amount <= 0:
-            raise _Refused("amount must be a positive number")
+            raise Refused("amount must be a positive number")
         if source["owner"] != target["owner"]:
-            raise _Refused("transfers go between one customer's own accounts only")
+            raise Refused("transfers go between one customer's own accounts only")
         if source["account_id"] == target["account_id"]:
-            raise _Refused("the two accounts are the same")
+            raise Refused("the two accounts are the same")
         if source["balance"] < amount:
-            raise _Refused(f"insufficient funds in {source['account_id']}")
+            raise Refused(f"insufficient funds in {source['account_id']}")
         # The daily limit is policy, not enforced here: keeping it is the agent's job, and
         # check() reports a transfer past it.
         source["balance"] = round(source["balance"] - amount, 2)
@@ -664,9 +614,9 @@ class BankEpisode:
     def _freeze_card(
         self, ledger: Ledger, arguments: Mapping[str, Any], action: dict[str, Any]
     ) -> Any:
-        card = ledger.cards.get(self._text(arguments, "card_id").upper())
+        card = ledger.cards.get(required_text(arguments, "card_id").upper())
         if card is None:
-            raise _Refused("no such card")
+            raise Refused("no such card")
         action.update(customer_id=card["owner"], card_id=card["card_id"])
         if card["status"] == "frozen":
             return {"card_id": card["card_id"], "status": "frozen", "already": True}

@@ -18,7 +18,7 @@ only within ``refund_window_days`` of delivery; addresses only change before shi
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
+import functools
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -26,16 +26,19 @@ from typing import Any, ClassVar
 
 import attrs
 
-from whileai.faults import (
-    BLOCKING_KINDS,
-    blocked_result,
-    coerce_fault_plan,
-    degrade,
-    draw_fault,
-)
+from whileai.faults import BLOCKING_KINDS, coerce_fault_plan
 from whileai.scoring import Verdict
 from whileai.worlds import FaultPlan, Situation, ToolResult
 from whileai_worlds import shop_text
+from whileai_worlds.tooling import (
+    Refused,
+    answer_call,
+    choose,
+    function_tool,
+    rate_in_unit_interval,
+    required_text,
+    seed_of,
+)
 
 #: The shop's "today": fixed, so a situation's dates (and the refund window) never depend on
 #: when a run happens.
@@ -66,22 +69,6 @@ _WRITE_TOOLS = frozenset({"refund_order", "update_address"})
 _IDS = frozenset({"order_id", "email"})
 
 
-def _fn(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": list(properties),
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
 _EMAIL = {"type": "string", "description": "the customer's account email"}
 _ORDER_ID = {"type": "string", "description": "the order id, e.g. A1234"}
 
@@ -89,14 +76,16 @@ _ORDER_ID = {"type": "string", "description": "the order id, e.g. A1234"}
 def shop_tools(refund_window_days: int) -> list[dict[str, Any]]:
     """The shop's tools in OpenAI format; the descriptions carry the shop's policy."""
     return [
-        _fn("get_account", "Look up a customer account by email.", {"email": _EMAIL}),
-        _fn("list_orders", "List the orders placed with an account email.", {"email": _EMAIL}),
-        _fn(
+        function_tool("get_account", "Look up a customer account by email.", {"email": _EMAIL}),
+        function_tool(
+            "list_orders", "List the orders placed with an account email.", {"email": _EMAIL}
+        ),
+        function_tool(
             "get_order",
             "Get one order: item, price, status, dates, tracking, shipping address, refund.",
             {"order_id": _ORDER_ID},
         ),
-        _fn(
+        function_tool(
             "refund_order",
             "Refund a delivered order. Policy: only within "
             f"{refund_window_days} days of delivery (see refund_window_ends on the order), "
@@ -106,7 +95,7 @@ def shop_tools(refund_window_days: int) -> list[dict[str, Any]]:
                 "reason": {"type": "string", "description": "why the customer wants a refund"},
             },
         ),
-        _fn(
+        function_tool(
             "update_address",
             "Change the shipping address of an order that has not shipped yet.",
             {
@@ -160,10 +149,6 @@ def _order(
     }
 
 
-def _seed_of(situation_id: str) -> int:
-    return int(hashlib.sha256(situation_id.encode("utf-8")).hexdigest()[:12], 16)
-
-
 def _copy_orders(orders: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """A copy of the shop's orders: each order is one level of plain values, so a copy of
     each order is a deep copy, at a fraction of ``copy.deepcopy``'s cost per rollout."""
@@ -181,7 +166,7 @@ def build_orders(situation: Situation) -> dict[str, dict[str, Any]]:
             f"situation {situation.situation_id!r}: the shop world needs hidden_state keys "
             f"{missing} (the customer's order it is about)"
         )
-    rng = random.Random(_seed_of(situation.situation_id))
+    rng = random.Random(seed_of(situation.situation_id))
     email = str(known["email"])
     target = _order(
         str(known["order_id"]),
@@ -234,17 +219,6 @@ def build_orders(situation: Situation) -> dict[str, dict[str, Any]]:
 # -- the world ---------------------------------------------------------------------------------
 
 
-def _choose(spec: Mapping[str, Any], key: str, values: Sequence[str], rng: random.Random) -> str:
-    value = spec.get(key)
-    if value is None:
-        return rng.choice(list(values))
-    if value not in values:
-        raise ValueError(
-            f"shop world: dimension {key!r} has no value {value!r}; values are {list(values)}"
-        )
-    return str(value)
-
-
 #: The shop's deploy prompt: what ``simulate()`` runs the agent under when you give none.
 SYSTEM_PROMPT = (
     "You are a customer support agent. Look things up with the tools before you answer, "
@@ -281,16 +255,14 @@ class ShopWorld:
     hard_value: ClassVar[str] = "hard"
 
     fault_plan: FaultPlan | None = attrs.field(default=None, converter=coerce_fault_plan)
-    default_fault_rate: float = DEFAULT_FAULT_RATE
+    default_fault_rate: float = attrs.field(
+        default=DEFAULT_FAULT_RATE, validator=rate_in_unit_interval
+    )
     refund_window_days: int = REFUND_WINDOW_DAYS
     name: str = "shop"
     version: str = "1"
 
     def __attrs_post_init__(self) -> None:
-        if not 0 <= self.default_fault_rate <= 1:
-            raise ValueError(
-                f"default_fault_rate must lie in [0, 1], got {self.default_fault_rate!r}"
-            )
         if self.refund_window_days < 0:
             raise ValueError(f"refund_window_days must be >= 0, got {self.refund_window_days!r}")
 
@@ -311,9 +283,9 @@ class ShopWorld:
         one rng state are one situation worded differently."""
         if phrasing < 0:
             raise ValueError(f"phrasing must be >= 0, got {phrasing!r}")
-        intent = _choose(spec, "intent", INTENTS, rng)
-        difficulty = _choose(spec, "difficulty", DIFFICULTIES, rng)
-        tone = _choose(spec, "tone", TONES, rng)
+        intent = choose("shop", spec, "intent", INTENTS, rng)
+        difficulty = choose("shop", spec, "difficulty", DIFFICULTIES, rng)
+        tone = choose("shop", spec, "tone", TONES, rng)
         first, last = rng.choice(shop_text.FIRST_NAMES), rng.choice(shop_text.LAST_NAMES)
         email = _email(first, last, rng)
         item, price = rng.choice(shop_text.ITEMS)
@@ -527,10 +499,6 @@ def _goal_summary(outcome: str, order_id: str, address: str, window: int) -> str
 # -- one rollout's shop --------------------------------------------------------------------
 
 
-class _ToolError(Exception):
-    """A call the shop refuses (unknown order, policy), answered as an error result."""
-
-
 def _normalise_address(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
@@ -568,32 +536,20 @@ class ShopEpisode:
         to; without it the call's ordinal within the episode (0-based) is recorded."""
         index = self._calls if step is None else step
         self._calls += 1
-        kind = draw_fault(self.plan, self.rate, self.rng) if self.rate > 0 else None
-        action: dict[str, Any] = {"step": index, "tool": name, "arguments": dict(arguments)}
-        self.actions.append(action)
-        if kind is not None:
-            self._faults.append({"step": index, "tool": name, "kind": kind})
-            action["fault"] = kind
-        if kind in BLOCKING_KINDS:
-            action["ok"] = False
-            return blocked_result(str(kind), name, self.rng, "the shop service")
-
-        handler = self._handlers().get(name)
-        try:
-            if handler is None:
-                raise _ToolError(f"unknown tool {name!r}; tools are {sorted(self._handlers())}")
-            content = handler(self.orders, arguments, action)
-        except _ToolError as exc:
-            action["ok"] = False
-            error = {"error": str(exc)}
-            if kind is None:
-                return ToolResult(content=error, error=str(exc))
-            result = degrade(kind, error, lambda: error, _IDS)
-            return ToolResult(content=result.content, fault=kind, error=str(exc))
-        action["ok"] = True
-        if kind is None:
-            return ToolResult(content=content)
-        return degrade(kind, content, lambda: self._stale_answer(name, arguments), _IDS)
+        return answer_call(
+            name,
+            arguments,
+            index,
+            handlers={n: functools.partial(h, self.orders) for n, h in self._handlers().items()},
+            stale=lambda fresh: self._stale_answer(name, arguments),
+            rng=self.rng,
+            plan=self.plan,
+            rate=self.rate,
+            service="the shop service",
+            keep=_IDS,
+            actions=self.actions,
+            faults=self._faults,
+        )
 
     def _handlers(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -619,22 +575,15 @@ class ShopEpisode:
         read = {"refund_order": "get_order", "update_address": "get_order"}.get(name, name)
         try:
             return self._handlers()[read](self._lagging(), arguments, {})
-        except _ToolError as exc:
+        except Refused as exc:
             return {"error": str(exc)}
-
-    @staticmethod
-    def _arg(arguments: Mapping[str, Any], key: str) -> str:
-        value = arguments.get(key)
-        if not isinstance(value, str) or not value.strip():
-            raise _ToolError(f"argument {key!r} is required and must be a non-empty string")
-        return value.strip()
 
     def _find(
         self, orders: Mapping[str, dict[str, Any]], arguments: Mapping[str, Any]
     ) -> dict[str, Any]:
-        order_id = self._arg(arguments, "order_id").upper().lstrip("#")
+        order_id = required_text(arguments, "order_id").upper().lstrip("#")
         if order_id not in orders:
-            raise _ToolError(f"no order {order_id}")
+            raise Refused(f"no order {order_id}")
         return orders[order_id]
 
     def _view(self, order: Mapping[str, Any]) -> dict[str, Any]:
@@ -652,10 +601,10 @@ class ShopEpisode:
         arguments: Mapping[str, Any],
         action: dict[str, Any],
     ) -> Any:
-        email = self._arg(arguments, "email").lower()
+        email = required_text(arguments, "email").lower()
         owned = sorted(o["order_id"] for o in orders.values() if o["email"] == email)
         if not owned:
-            raise _ToolError(f"no account with email {email}")
+            raise Refused(f"no account with email {email}")
         action["email"] = email
         return {"email": email, "order_ids": owned}
 
@@ -665,10 +614,10 @@ class ShopEpisode:
         arguments: Mapping[str, Any],
         action: dict[str, Any],
     ) -> Any:
-        email = self._arg(arguments, "email").lower()
+        email = required_text(arguments, "email").lower()
         owned = [o for o in orders.values() if o["email"] == email]
         if not owned:
-            raise _ToolError(f"no account with email {email}")
+            raise Refused(f"no account with email {email}")
         action["email"] = email
         summary = ("order_id", "item", "status", "placed", "delivered")
         return {
@@ -695,12 +644,12 @@ class ShopEpisode:
         action: dict[str, Any],
     ) -> Any:
         order = self._find(orders, arguments)
-        reason = self._arg(arguments, "reason")
+        reason = required_text(arguments, "reason")
         action["order_id"] = order["order_id"]
         if order["status"] != "delivered":
-            raise _ToolError(f"order {order['order_id']} is {order['status']}, not delivered")
+            raise Refused(f"order {order['order_id']} is {order['status']}, not delivered")
         if order["refunded"]:
-            raise _ToolError(f"order {order['order_id']} is already refunded")
+            raise Refused(f"order {order['order_id']} is already refunded")
         # The tool does not enforce the window: keeping the policy is the agent's job, and
         # check() reports a refund outside it.
         order["refunded"] = True
@@ -715,10 +664,10 @@ class ShopEpisode:
         action: dict[str, Any],
     ) -> Any:
         order = self._find(orders, arguments)
-        address = self._arg(arguments, "address")
+        address = required_text(arguments, "address")
         action["order_id"] = order["order_id"]
         if order["status"] != "processing":
-            raise _ToolError(
+            raise Refused(
                 f"order {order['order_id']} has already {order['status']}; "
                 "its address can no longer change"
             )

@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder for rows.jsonl and rows.meta.json (default runs/demo-<UTC timestamp>)",
     )
     parser.add_argument(
-        "--situations", type=int, default=3, help="unique situations in each world (3)"
+        "--situations", type=int, default=2, help="unique situations in each world (2)"
     )
     parser.add_argument("--repeats", type=int, default=4, help="rollouts per situation (4)")
     parser.add_argument("--fault-rate", type=float, default=0.2, help="tool fault rate (0.2)")
