@@ -357,3 +357,24 @@ def test_a_server_named_in_an_mcp_client_config_file_is_a_world(tmp_path: Path) 
     assert [r["reward"] for r in data.rows()] == [1.0, 1.0]
     with pytest.raises(ValueError, match=r"names no server 'desk'; it has \['tickets'\]"):
         run(world="mcp:desk", options={"config": str(config)})
+
+
+def test_a_situation_without_checks_is_graded_by_the_judge_given(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.jsonl"
+    seed = {
+        "id": "printer",
+        "prompt": "ana@example.com: close my printer ticket",
+        "principle": "close only the ticket the customer means",
+    }
+    seeds.write_text(json.dumps(seed) + "\n")
+
+    def judge(row: Mapping[str, Any]) -> Any:
+        from whileai.scoring import Verdict
+
+        # the judge reads the row the way a rubric would, the privileged principle included
+        closed = row["world_state"]["tickets"]["T-100"]["status"] == "closed"
+        return Verdict(1.0 if closed else 0.0, f"{row['privileged']['principle']}: {closed}")
+
+    data = run(unique=1, repeats=2, judge=judge, options={"situations": str(seeds)})
+    assert [r["reward"] for r in data.trajectories] == [1.0, 1.0]
+    assert all("close only the ticket" in r["reason"] for r in data.trajectories)

@@ -12,6 +12,7 @@ run the user's Python, or are left to ``judge=``.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +30,13 @@ from whileai_mcp.target import Target, named_target, parse_target
 #: The rate a plan without its own fires at: the same as the built-in worlds', so a run
 #: against a server meets faults unless fault_rate=0 says otherwise.
 DEFAULT_FAULT_RATE = 0.1
+
+
+def _plugin_version() -> str:
+    try:
+        return importlib.metadata.version("whileai-mcp")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "0+unknown"
 
 
 def _probe_tools(settings: Settings) -> list[dict[str, Any]]:
@@ -71,7 +79,7 @@ class McpWorld:
     fault_plan: FaultPlan = attrs.field(factory=FaultPlan)
     default_fault_rate: float = DEFAULT_FAULT_RATE
     name: str = "mcp"
-    version: str = "0.1.0"
+    version: str = attrs.field(factory=_plugin_version)
     _listed: list[dict[str, Any]] | None = None
 
     # -- what the engine asks of a world ----------------------------------------------------
