@@ -97,3 +97,15 @@ def test_every_knob_has_a_comment_saying_why() -> None:
         assert re.search(r"convention|arXiv:\d|rlhfbook\.com|measure|documents", comment, re.I), (
             f"{field.name}: the comment above it does not say where its default comes from"
         )
+
+
+def test_every_branch_parameter_is_on_the_page_with_its_default() -> None:
+    from whileai.simulations.engine import branch
+
+    page = section_table("wai.branch")
+    signature = inspect.signature(branch).parameters
+    own = {n: p for n, p in signature.items() if n not in ("source", "at")}
+    assert sorted(page) == sorted(own), "branch() parameters on the page and in the code differ"
+    for name, (default, meaning) in page.items():
+        assert literal(default) == own[name].default, f"{name}: page default differs from code"
+        assert meaning, f"{name}: no meaning on the page"

@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "whileai.scoring",
     "simulate": "whileai.simulations.engine",
     "asimulate": "whileai.simulations.engine",
+    "branch": "whileai.simulations.engine",
+    "abranch": "whileai.simulations.engine",
     "Simulation": "whileai.simulations.data",
     "RunKnobs": "whileai.simulations.defaults",
     # judging: grade rows, your own versioned judge, a fixed prompt set answered and graded
@@ -214,7 +216,9 @@ if TYPE_CHECKING:
     from whileai.scoring import Verdict as Verdict
     from whileai.simulations.data import Simulation as Simulation
     from whileai.simulations.defaults import RunKnobs as RunKnobs
+    from whileai.simulations.engine import abranch as abranch
     from whileai.simulations.engine import asimulate as asimulate
+    from whileai.simulations.engine import branch as branch
     from whileai.simulations.engine import simulate as simulate
     from whileai.simulations.workers import JobRunner as JobRunner
     from whileai.worlds import WorldDefaults as WorldDefaults

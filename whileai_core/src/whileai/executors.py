@@ -77,6 +77,12 @@ class Job:
     replayed_from_run: str | None = None
     #: the seed the situation was drawn from (the row's ``seed``); ``seed`` is the rollout's
     situation_seed: int | None = None
+    #: a branch: the recorded steps replayed before the agent decides again, the rollout key
+    #: they were recorded in, and the seed that rollout's world drew from (so the replayed
+    #: calls meet the same state and the same faults); see ``whileai.simulations.branching``
+    prefix: tuple[Mapping[str, Any], ...] = ()
+    branched_from: str | None = None
+    episode_seed: int | None = None
 
 
 # -- the registry, by importable name ---------------------------------------------------
@@ -294,6 +300,9 @@ def job_lineage(
     }
     if job.replayed_from_run is not None:
         lineage["replayed_from_run"] = job.replayed_from_run
+    if job.branched_from is not None:
+        lineage["branched_from"] = job.branched_from
+        lineage["branch_step"] = len(job.prefix)
     return lineage
 
 

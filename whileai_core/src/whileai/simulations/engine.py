@@ -51,6 +51,13 @@ from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
 from whileai.simulations.attribution import owner_shares
 from whileai.simulations.behavior import Embedder, situation_text
+from whileai.simulations.branching import (
+    Branch,
+    check_rows,
+    inherited,
+    plan_from_branch,
+    read_source,
+)
 from whileai.simulations.costs import RunCosts
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
@@ -293,6 +300,8 @@ class _Call:
     executor: _Executor
     embedder: Embedder = attrs.field(factory=Embedder)
     prices: PriceTable = attrs.field(factory=shipped_table)
+    #: set when the call is a ``branch()``: the rows and the step they are replayed to
+    branch: Branch | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -553,6 +562,9 @@ async def _plan(
     if plans is not None:
         dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
         planned = _Planned(plans, f"replay of run {replayed_from}", dimensions)
+    elif call.branch is not None:
+        plans = plan_from_branch(params, world, call.branch)
+        planned = _Planned(plans, f"branch at step {call.branch.at}", params.dimensions or {})
     elif params.tasks is not None:
         plans = plan_from_tasks(params, world, params.tasks)
         planned = _Planned(plans, "tasks= (replayed)", params.dimensions or {})
@@ -1059,8 +1071,62 @@ async def asimulate(
     return await _simulate_call(merge_aliases(given, alias_values), advanced, registry)
 
 
+async def abranch(
+    source: Any,
+    at: int,
+    *,
+    agent_model: Any = None,
+    repeats: int = 1,
+    system_prompt: str | None = None,
+    sampling: Mapping[str, Any] | None = None,
+    user_model: Any = None,
+    seed: int = 0,
+    judge: Any = None,
+    llm_grade: bool = False,
+    fault_rate: float | None = None,
+    max_turns: int | None = None,
+    max_tool_calls: int | None = None,
+    output: str | None = None,
+    resume: bool = False,
+    advanced: Mapping[str, Any] | None = None,
+    registry: Registry | None = None,
+    executor: Any = None,
+) -> Simulation:
+    """``branch`` for code already inside an event loop: the same parameters, awaitable."""
+    read = read_source(source)
+    check_rows(read.rows, at)
+    given = {
+        "agent_model": agent_model,
+        "rollouts_per_request": repeats,
+        "system_prompt": system_prompt,
+        "sampling": sampling,
+        "user_model": user_model,
+        "seed": seed,
+        "judge": judge,
+        "llm_grade": llm_grade,
+        "fault_rate": fault_rate,
+        "max_turns": max_turns,
+        "max_tool_calls": max_tool_calls,
+        "output": output,
+        "resume": resume,
+        "executor": executor,
+        "simulator": "template",
+    }
+    params, knobs = inherited(read, given, dict(advanced or {}))
+    for name, default in (("max_turns", 4), ("max_tool_calls", 8)):
+        if params[name] is None:
+            params[name] = default
+    params["tasks"] = read.rows
+    result = await _simulate_call(params, knobs, registry, Branch(tuple(read.rows), at))
+    assert isinstance(result, Simulation)
+    return result
+
+
 async def _simulate_call(
-    given: Mapping[str, Any], advanced: Mapping[str, Any] | None, registry: Registry | None
+    given: Mapping[str, Any],
+    advanced: Mapping[str, Any] | None,
+    registry: Registry | None,
+    branch: Branch | None = None,
 ) -> Simulation | list[Simulation]:
     params = resolve_params(given)
     knobs = RunKnobs.from_advanced(advanced)
@@ -1111,6 +1177,7 @@ async def _simulate_call(
             executor,
             _embedder(knobs, reg, backends),
             prices,
+            branch,
         )
         if knobs.budget_usd is not None:
             _check_budget_priced(call)
@@ -1163,6 +1230,17 @@ def _blocking(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
 
 
 simulate = _blocking(asimulate)
+branch = _blocking(abranch)
+branch.__name__ = branch.__qualname__ = "branch"
+branch.__doc__ = """Replay saved trajectories exactly up to step ``at`` (the same world state,
+tool results, faults and user turns), then let ``agent_model`` (or the same one under another
+prompt, sampling or seed) decide again from there, ``repeats`` times; the rows are graded like
+any other and say ``lineage.branched_from`` and ``lineage.branch_step``.
+
+``source`` is a run (what simulate() returned), a rows file (its sidecar supplies the world,
+fault plan, system prompt and limits the rows were recorded under), a list of rows, or one row.
+See docs/branching.md.
+"""
 simulate.__name__ = simulate.__qualname__ = "simulate"
 simulate.__doc__ = """Write situations, roll the agent out against a simulated user and a mock
 world with faults, grade every episode, and return the run (a list of runs when ``runs`` > 1).

@@ -33,6 +33,10 @@ class PlannedSituation:
     #: the seed the situation was drawn from (the world's template rng), None when replayed
     #: from rows that carry none
     seed: int | None = None
+    #: a branch's recorded steps, the rollout they came from and its world's seed
+    prefix: tuple[Mapping[str, Any], ...] = ()
+    branched_from: str | None = None
+    episode_seed: int | None = None
 
 
 def _scenario_id(
@@ -115,6 +119,9 @@ def plan_from_tasks(
                 goal=dict(privileged.get("goal") or {}),
                 reference=privileged.get("reference"),
                 writer_model=writer_model,
+                principle=privileged.get("principle"),
+                rubric=privileged.get("rubric"),
+                **_who_the_user_is(world, row, dims, seed),
             )
         else:
             if seed is None:
@@ -152,6 +159,23 @@ def plan_from_tasks(
     return unique
 
 
+def _who_the_user_is(
+    world: World, row: Mapping[str, Any], dims: Mapping[str, Any], seed: int | None
+) -> dict[str, Any]:
+    """The persona and patience of a replayed in-memory row's user, which the row does not
+    carry: the world's templates give them again from the row's seed and spec (nothing, so
+    the defaults, when the world cannot)."""
+    if seed is None:
+        return {}
+    lineage = row.get("lineage")
+    phrasing = lineage.get("phrasing", 0) if isinstance(lineage, Mapping) else 0
+    try:
+        again = world.template_situation(dict(dims), random.Random(seed), phrasing=int(phrasing))
+    except Exception:  # a spec the world's templates no longer know
+        return {}
+    return {"persona": again.persona, "patience": again.patience}
+
+
 def jobs_for(
     plans: Sequence[PlannedSituation],
     repeats: range,
@@ -179,6 +203,9 @@ def jobs_for(
             replayed=plan.replayed or replayed_from is not None,
             replayed_from_run=replayed_from,
             situation_seed=plan.seed,
+            prefix=plan.prefix,
+            branched_from=plan.branched_from,
+            episode_seed=plan.episode_seed,
         )
         for plan in plans
         for r in repeats

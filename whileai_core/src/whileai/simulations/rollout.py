@@ -136,6 +136,106 @@ class ToolRaised(RuntimeError):
     """A world tool raised instead of returning an error result."""
 
 
+class BranchDiverged(RuntimeError):
+    """A replayed step did not come out as recorded: the branch would not be exact."""
+
+
+@attrs.frozen
+class _Recorded:
+    """A recorded tool call, shaped as the agent's completion gave it."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+    raw_arguments: str | None = None
+
+
+@attrs.frozen
+class _Replayed:
+    #: the turn the agent is in, the tool round within it, its last answer so far
+    turn: int
+    round: int
+    text: str
+    tool_calls: int
+    user_spoke: bool
+
+
+#: Tool answers the engine gave without calling the world: replayed as recorded.
+_ENGINE_ANSWERS = ("tool_budget", "invalid_arguments")
+
+
+async def _replay(
+    prefix: Sequence[Mapping[str, Any]],
+    ctx: RolloutContext,
+    episode: Episode,
+    messages: list[dict[str, Any]],
+    steps: list[dict[str, Any]],
+) -> _Replayed:
+    """Play a branch's recorded steps again: the agent's and the user's as written, every tool
+    call sent to the world once more, its answer and fault checked against the recording."""
+    calls: dict[str, _Recorded] = {}
+    turn = round_ = tool_calls = 0
+    text = ""
+    user_spoke = False
+    for step in prefix:
+        role = step.get("role")
+        if role == "assistant":
+            for call in step.get("tool_calls") or ():
+                recorded = _Recorded(str(call["id"]), str(call["name"]), dict(call["arguments"]))
+                calls[recorded.id] = recorded
+            if step.get("content") and not step.get("tool_calls"):
+                text = str(step["content"])
+            round_ += 1
+            recorded_step = dict(step)
+        elif role == "tool":
+            recorded_call = calls.get(str(step.get("tool_call_id")))
+            if recorded_call is None:
+                raise BranchDiverged(
+                    f"step {len(steps)} answers tool call {step.get('tool_call_id')!r}, which no "
+                    "earlier step made"
+                )
+            given = json.loads(step["content"]) if _engine_answer(step) else None
+            if given is not None:
+                content, fault = step["content"], None
+                tool_calls += given.get("error") == "invalid_arguments"
+            else:
+                tool_calls += 1
+                content, fault = await _call_tool(
+                    episode, recorded_call.name, recorded_call, len(steps)
+                )
+            if content != step.get("content") or fault != step.get("fault"):
+                raise BranchDiverged(
+                    f"step {len(steps)} ({recorded_call.name}) came out otherwise than "
+                    f"recorded: answered {content[:120]!r} with fault {fault!r}, recorded "
+                    f"{str(step.get('content'))[:120]!r} with fault {step.get('fault')!r}; the "
+                    "world (or its fault plan) is not the one the trajectory was recorded in"
+                )
+            recorded_step = dict(step)
+        elif role == "user":
+            turn += 1
+            round_ = 0
+            user_spoke = True
+            recorded_step = dict(step)
+        else:
+            raise BranchDiverged(f"step {len(steps)} has role {role!r}, which a rollout never has")
+        steps.append(recorded_step)
+        messages.extend(step_messages([recorded_step]))
+    # the recorded assistant steps of the current turn used its rounds; the agent is asked
+    # for the decision the prefix stops before, so the round it is in is the next one
+    return _Replayed(turn, round_, text, tool_calls, user_spoke)
+
+
+def _engine_answer(step: Mapping[str, Any]) -> bool:
+    content = step.get("content")
+    if not isinstance(content, str) or not content.startswith('{"error": '):
+        return False
+    try:
+        answer = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and answer.get("error") in _ENGINE_ANSWERS and len(answer) == 2
+
+
 def _user_messages(
     ctx: RolloutContext, situation: Situation, prompt: str, steps: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -167,10 +267,11 @@ async def _agent_turn(
     tools: list[dict[str, Any]],
     sampling: Sampling,
     tool_calls_left: int,
+    first_round: int = 0,
 ) -> tuple[str, int]:
-    """The agent's answer to the chat so far, with its tool rounds. Returns the answer and the
-    tool calls it has left."""
-    for round_ in range(ctx.max_tool_rounds + 1):
+    """The agent's answer to the chat so far, with its tool rounds (from ``first_round``, when
+    a branch resumes a turn mid-way). Returns the answer and the tool calls it has left."""
+    for round_ in range(first_round, ctx.max_tool_rounds + 1):
         may_call = bool(tools) and tool_calls_left > 0 and round_ < ctx.max_tool_rounds
         completion = await ctx.models.agent.complete(
             messages, tools if may_call else None, sampling, logprobs=ctx.logprobs
@@ -208,18 +309,17 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
     """Play one rollout to its end; its trajectory (ungraded, privileged kept) and the
     episode, whose checks grade it (None when the world could not start one)."""
     situation = job.situation
-    rng = random.Random(job.seed)
+    # a branch's world draws from the seed of the rollout it branches, so its replayed calls
+    # meet the same state and the same faults; its agent samples from its own seed
+    rng = random.Random(job.episode_seed if job.episode_seed is not None else job.seed)
+    episode: Episode | None = None
     try:
         episode = ctx.world.new_episode(situation, rng, ctx.fault_plan)
-    except Exception as exc:  # a situation the world cannot set up fails its rollout only
-        failure = (
-            f"world {ctx.world.name!r} could not start an episode: {type(exc).__name__}: {exc}"
-        )
-        return failed_row(job, ctx, failure), None
-    try:
         await episode_life.start(episode)
         tools = episode_life.tools(episode, ctx.world)
-    except Exception as exc:  # a live service that did not start, or listed no tools
+    except Exception as exc:
+        # a situation the world cannot set up, or a live service that did not start or listed
+        # no tools, fails its rollout only
         await episode_life.close(episode)
         failure = (
             f"world {ctx.world.name!r} could not start an episode: {type(exc).__name__}: {exc}"
@@ -252,10 +352,24 @@ async def _play(
     stop_reason = "turn_limit"
     user_spoke = False
     tool_calls_left = ctx.max_tool_calls
+    start_turn = first_round = 0
     try:
-        for turn in range(ctx.max_turns):
+        if job.prefix:
+            replayed = await _replay(job.prefix, ctx, episode, messages, steps)
+            start_turn, first_round, final_text = replayed.turn, replayed.round, replayed.text
+            tool_calls_left -= replayed.tool_calls
+            user_spoke = replayed.user_spoke
+        for turn in range(start_turn, ctx.max_turns):
             text, tool_calls_left = await _agent_turn(
-                ctx, messages, steps, episode, tally, tools, agent_sampling, tool_calls_left
+                ctx,
+                messages,
+                steps,
+                episode,
+                tally,
+                tools,
+                agent_sampling,
+                tool_calls_left,
+                first_round if turn == start_turn else 0,
             )
             if text.strip():
                 final_text = text
