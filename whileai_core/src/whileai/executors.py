@@ -216,6 +216,8 @@ class RunSpec(RolloutSettings):
     concurrency: int
     #: keyword options the world's factory is built with (``advanced["world_options"]``)
     world_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    #: the model spec of the attribution judge (``advanced["attribution_model"]``), or None
+    attribution_model: str | None = None
 
     def problems(self) -> list[str]:
         """What in this run a worker could not rebuild, each with what to pass instead."""

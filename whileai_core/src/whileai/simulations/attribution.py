@@ -13,7 +13,9 @@ programmatic, read off the row and its situation, in this order:
 - **agent**: anything else. The agent had what it needed and a user that kept to its part.
 
 Each failed row gets ``failure_owner``: ``{"owner", "reason", "source": "rules"}``. A row
-that passed, was not graded, or ended in an error has none.
+that passed, was not graded, or ended in an error has none. With
+``advanced["attribution_model"]`` the rows these rules leave to the agent go to a judge as
+well (``whileai.simulations.attribution_judge``), and its verdict is recorded with its source.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ def owner_shares(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if not owned:
         return None
     out: dict[str, Any] = {"failed": len(owned)}
+    sources = [str(r["failure_owner"].get("source", "rules")) for r in owned]
+    out["by_source"] = {s: sources.count(s) for s in sorted(set(sources))}
     for owner in ("agent", "user", "world"):
         flags = [
             (str(r.get("scenario_id") or r.get("task_id")), r["failure_owner"]["owner"] == owner)

@@ -210,7 +210,11 @@ def _failures_line(failures: Mapping[str, Any]) -> str:
         entry = failures[owner]
         low, high = entry["ci95"]
         parts.append(f"{owner} {entry['n']} ({entry['share']:.0%}, 95% CI {low:.0%}-{high:.0%})")
-    return f"{failures['failed']} failed: " + ", ".join(parts)
+    line = f"{failures['failed']} failed: " + ", ".join(parts)
+    by = failures.get("by_source") or {}
+    if by.get("judge"):
+        line += f"; {by['judge']} decided by the attribution judge, {by.get('rules', 0)} by rules"
+    return line
 
 
 def _cost_line(cost: Mapping[str, Any]) -> str:

@@ -238,6 +238,11 @@ class RunKnobs:
     # asking for rollouts; the finished rows are on disk and resume=True continues. None: no
     # budget, as the parameter reference documents ("Cost").
     budget_usd: float | None = _knob(None, 0, None)
+    # A model spec that reads each failed rollout the attribution rules leave to the agent
+    # and says whose failure it was (agent, user, world), recorded on failure_owner with
+    # source "judge", its model and the rules' verdict. None: the rules alone, as the
+    # parameter reference documents (report()["failures"]); a judge costs a call per failure.
+    attribution_model: str | None = _text(None)
 
     def for_world(self, defaults: WorldDefaults) -> RunKnobs:
         """These knobs with what was left to the world filled from its defaults."""

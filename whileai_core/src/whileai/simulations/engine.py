@@ -50,6 +50,7 @@ from whileai.schema.files import (
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
 from whileai.simulations.attribution import owner_shares
+from whileai.simulations.attribution_judge import Attributor
 from whileai.simulations.behavior import Embedder, situation_text
 from whileai.simulations.branching import (
     Branch,
@@ -76,6 +77,7 @@ from whileai.simulations.workers import (
     InProcessExecutor,
     JobRunner,
     close_executor,
+    open_attributor,
     resolve_executor,
     run_spec,
 )
@@ -302,6 +304,8 @@ class _Call:
     prices: PriceTable = attrs.field(factory=shipped_table)
     #: set when the call is a ``branch()``: the rows and the step they are replayed to
     branch: Branch | None = None
+    #: the judge for failures the rules leave to the agent, when the run asked for one
+    attributor: Attributor | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -386,7 +390,14 @@ async def _run_once(
         warnings.extend(marker_problems)
         # In process, the rows are graded by the run's own live judges, world and markers.
         runs_on = call.executor.executor or InProcessExecutor(
-            JobRunner(ctx, call.graders.grader, call.graders.llm_grader, markers, warnings=warnings)
+            JobRunner(
+                ctx,
+                call.graders.grader,
+                call.graders.llm_grader,
+                markers,
+                warnings=warnings,
+                attributor=call.attributor,
+            )
         )
         total = planned.planned_rollouts(call.params)
         record = _record(call, opened, planned, sha, total, replayed_from)
@@ -662,6 +673,7 @@ def _describe(call: _Call, ctx: RolloutContext) -> RunSpec:
         ctx,
         world=call.knobs.world,
         world_options=call.knobs.world_options,
+        attribution_model=call.knobs.attribution_model,
         registry=call.executor.registry_spec or RegistrySpec.of(call.registry),
         agent_model=params.agent_model
         if resolved.models.agent_is_callable
@@ -1178,6 +1190,7 @@ async def _simulate_call(
             _embedder(knobs, reg, backends),
             prices,
             branch,
+            open_attributor(knobs.attribution_model, reg, backends),
         )
         if knobs.budget_usd is not None:
             _check_budget_priced(call)

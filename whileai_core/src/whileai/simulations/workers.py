@@ -17,12 +17,14 @@ from typing import Any
 import attrs
 
 from whileai.backend_use import RunBackend, add_backend, close_backends
+from whileai.backends import resolve_backend
 from whileai.executors import IN_PROCESS, Job, RunSpec
 from whileai.graders import Grader, MarkerSet, resolve_graders, world_grader
 from whileai.registry import Registry
 from whileai.scoring import Verdict
 from whileai.simulations import episode_life
 from whileai.simulations.attribution import failure_owner
+from whileai.simulations.attribution_judge import Attributor
 from whileai.simulations.models import open_run_models
 from whileai.simulations.rollout import Models, RolloutContext, run_rollout
 from whileai.worlds import World
@@ -32,6 +34,18 @@ def run_spec(ctx: RolloutContext, **rest: Any) -> RunSpec:
     """The description of the run ``ctx`` belongs to: its settings as they are, the rest
     (world name, specs, judge, registry, concurrency) from ``rest``."""
     return RunSpec(**ctx.settings(), **rest)
+
+
+def open_attributor(
+    spec: str | None, registry: Registry, backends: list[RunBackend]
+) -> Attributor | None:
+    """The attribution judge ``spec`` names, its backend recorded under the judge role (so
+    its calls are counted and it is closed with the run's other backends); None without one."""
+    if spec is None:
+        return None
+    backend = resolve_backend(spec, role="judge", registry=registry)
+    add_backend(backends, spec, backend, "judge", opened=True)
+    return Attributor(backend, spec)
 
 
 def context_of(run: RunSpec, world: World, models: Models) -> RolloutContext:
@@ -79,6 +93,8 @@ class JobRunner:
     warnings: list[str] = attrs.field(factory=list)
     #: backends this runner built and so closes
     backends: list[RunBackend] = attrs.field(factory=list)
+    #: the judge for failures the rules leave to the agent (``advanced["attribution_model"]``)
+    attributor: Attributor | None = None
 
     @classmethod
     async def open(cls, run: RunSpec) -> JobRunner:
@@ -94,6 +110,7 @@ class JobRunner:
             for grader in (graders.grader, graders.llm_grader):
                 if grader is not None and grader.backend is not None:
                     add_backend(backends, "judge", grader.backend, "judge", opened=True)
+            attributor = open_attributor(run.attribution_model, registry, backends)
         except BaseException:
             await close_backends(backends)
             raise
@@ -105,6 +122,7 @@ class JobRunner:
             markers,
             warnings=list(problems),
             backends=backends,
+            attributor=attributor,
         )
 
     async def run(self, job: Job) -> dict[str, Any]:
@@ -131,9 +149,11 @@ class JobRunner:
             if problem is not None and problem not in self.warnings:
                 self.warnings.append(problem)
         patience = self.ctx.user_patience
-        owner = failure_owner(
-            graded, job.situation, patience if patience is not None else job.situation.patience
-        )
+        patience = patience if patience is not None else job.situation.patience
+        owner = failure_owner(graded, job.situation, patience)
+        if self.attributor is not None and self.attributor.wanted(owner):
+            assert owner is not None
+            owner = await self.attributor.attribute(graded, job.situation, patience, owner)
         if owner is not None:
             graded["failure_owner"] = owner
         return graded
