@@ -171,3 +171,52 @@ def test_prices_are_found_by_name_and_bad_ones_are_named() -> None:
         price_table({"x": {"input": -1, "output": 1}})
     with pytest.raises(ValueError, match="prices must be a mapping"):
         price_table(42)
+
+
+class PromptCached(Metered):
+    """A server that answers three quarters of every prompt from its prompt cache."""
+
+    async def complete(self, messages: Any, tools: Any = None, sampling: Any = None, **kw: Any):  # type: ignore[no-untyped-def]
+        answer: Completion = await super().complete(messages, tools, sampling, **kw)
+        cached = (answer.input_tokens or 0) * 3 // 4
+        self.stats.cached_input_tokens += cached
+        return attrs.evolve(answer, cached_input_tokens=cached)
+
+
+def test_input_the_server_served_from_its_prompt_cache_costs_the_cached_rate() -> None:
+    class CachedPlugin(MeterPlugin):
+        @hookimpl
+        def whileai_register_backends(self, register: Any) -> None:
+            register("cached", lambda argument="gpt-4o", **_: PromptCached("agent", argument))
+            register("meter-user", lambda argument="gpt-4o", **_: Metered("user", argument))
+
+    data = run(CachedPlugin(), agent="cached:gpt-4o")
+    assert any(r["usage"]["cached_input_tokens"] for r in data.rows)
+    four_o = shipped_table().lookup("gpt-4o")
+    assert four_o is not None and four_o.cached_input is not None
+    assert four_o.cached_input < four_o.input
+    for row in data.rows:
+        usage = row["usage"]
+        assert usage["cached_input_tokens"] == sum(
+            (s["input_tokens"] or 0) * 3 // 4 for s in row["steps"] if s["role"] == "assistant"
+        )
+        agent = four_o.cost(
+            usage["input_tokens"], usage["output_tokens"], usage["cached_input_tokens"]
+        )
+        user = four_o.cost(usage["user_input_tokens"], usage["user_output_tokens"])
+        assert usage["cost_usd"] == pytest.approx(agent + user, abs=1e-8)
+        # cheaper than the same tokens at the full input rate
+        full = four_o.cost(usage["input_tokens"], usage["output_tokens"])
+        assert usage["cached_input_tokens"] == 0 or agent < full
+    # a judge's or writer's cached tokens are priced from its backend's counters the same way
+    assert data.report()["cost"]["usd_by_role"]["agent"] == pytest.approx(
+        sum(
+            four_o.cost(
+                r["usage"]["input_tokens"],
+                r["usage"]["output_tokens"],
+                r["usage"]["cached_input_tokens"],
+            )
+            for r in data.rows
+        ),
+        abs=1e-6,
+    )

@@ -191,3 +191,22 @@ def test_caching_names_what_it_takes() -> None:
         "input_tokens_saved": 0,
         "output_tokens_saved": 0,
     }
+
+
+def test_a_stored_answer_comes_back_with_every_count_the_server_gave() -> None:
+    from whileai.backends import Completion, ToolCall
+    from whileai.response_cache import completion_from, completion_to
+
+    answer = Completion(
+        "checking",
+        "gpt-4o-2024-08-06",
+        {"temperature": 0.0, "seed": 3},
+        (ToolCall("c1", "get_order", {"order_id": "A1"}),),
+        "tool_calls",
+        input_tokens=2048,
+        output_tokens=12,
+        cached_input_tokens=1920,
+        logprob=-1.5,
+        n_tokens=12,
+    )
+    assert completion_from(json.loads(json.dumps(completion_to(answer)))) == answer

@@ -168,3 +168,33 @@ def test_json_schema_mode_rephrases_for_servers_that_take_json_object(
         "type": "json_object",
         "schema": schema,
     }
+
+
+def test_prompt_tokens_the_server_served_from_its_cache_are_read(
+    registry: Registry, fault_server: FaultServer
+) -> None:
+    fault_server.push(
+        Reply.canned(
+            {
+                "id": "chatcmpl-2",
+                "object": "chat.completion",
+                "model": "gpt-4o-2024-08-06",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "ok"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 2048,
+                    "completion_tokens": 3,
+                    "prompt_tokens_details": {"cached_tokens": 1920},
+                },
+            }
+        )
+    )
+    backend = registry.resolve("backend", fault_server.url, model="gpt-4o")
+    reply = ask(backend, [{"role": "user", "content": "again"}])
+    assert (reply.input_tokens, reply.cached_input_tokens) == (2048, 1920)
+    assert backend.stats.cached_input_tokens == 1920

@@ -88,6 +88,9 @@ class Completion:
     finish_reason: str = "stop"
     input_tokens: int | None = None
     output_tokens: int | None = None
+    #: of ``input_tokens``, how many the server answered from its prompt cache (priced at the
+    #: model's cached-input rate); None when the server does not say
+    cached_input_tokens: int | None = None
     #: with logprobs=True: summed log-probability of the generated tokens, and their count
     logprob: float | None = None
     n_tokens: int | None = None
@@ -127,6 +130,8 @@ class BackendStats:
     failures: dict[str, int] = attrs.Factory(dict)
     input_tokens: int = 0
     output_tokens: int = 0
+    #: of ``input_tokens``, those the server reported answering from its prompt cache
+    cached_input_tokens: int = 0
 
     def count_error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1

@@ -349,6 +349,8 @@ def unfinished_row(
             "output_tokens": 0,
             "user_input_tokens": 0,
             "user_output_tokens": 0,
+            "cached_input_tokens": 0,
+            "user_cached_input_tokens": 0,
             "retries": 0,
             "waited_s": 0.0,
         },

@@ -155,6 +155,7 @@ def completion_to(completion: Completion) -> dict[str, Any]:
         "finish_reason": completion.finish_reason,
         "input_tokens": completion.input_tokens,
         "output_tokens": completion.output_tokens,
+        "cached_input_tokens": completion.cached_input_tokens,
         "logprob": completion.logprob,
         "n_tokens": completion.n_tokens,
     }
@@ -182,10 +183,11 @@ def completion_from(entry: Mapping[str, Any]) -> Completion:
         dict(entry["sampling"]),
         calls,
         str(entry["finish_reason"]),
-        _count_or_none(entry.get("input_tokens")),
-        _count_or_none(entry.get("output_tokens")),
-        entry.get("logprob"),
-        _count_or_none(entry.get("n_tokens")),
+        input_tokens=_count_or_none(entry.get("input_tokens")),
+        output_tokens=_count_or_none(entry.get("output_tokens")),
+        cached_input_tokens=_count_or_none(entry.get("cached_input_tokens")),
+        logprob=entry.get("logprob"),
+        n_tokens=_count_or_none(entry.get("n_tokens")),
     )
 
 

@@ -320,6 +320,7 @@ class OpenAICompatibleBackend:
             raise
         self.stats.succeeded += 1
         self.stats.input_tokens += completion.input_tokens or 0
+        self.stats.cached_input_tokens += completion.cached_input_tokens or 0
         self.stats.output_tokens += completion.output_tokens or 0
         return attrs.evolve(completion, retries=retries, waited_s=waited)
 

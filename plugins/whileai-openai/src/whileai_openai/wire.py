@@ -125,9 +125,19 @@ def read_completion(
         finish_reason=str(finish),
         input_tokens=_int_or_none(usage.get("prompt_tokens")),
         output_tokens=_int_or_none(usage.get("completion_tokens")),
+        cached_input_tokens=_cached_tokens(usage),
         logprob=logprob,
         n_tokens=n_tokens,
     )
+
+
+def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
+    """The prompt tokens served from the server's cache: OpenAI's (and vLLM's, llama.cpp's)
+    ``usage.prompt_tokens_details.cached_tokens``; None when the server does not say."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, Mapping):
+        return None
+    return _int_or_none(details.get("cached_tokens"))
 
 
 def _read_tool_call(index: int, call: Any) -> ToolCall:

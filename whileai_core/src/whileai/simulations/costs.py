@@ -52,7 +52,11 @@ class RunCosts:
         if not isinstance(usage, dict):
             return None
         total: float | None = 0.0
-        agent_tokens = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+        agent_tokens = (
+            int(usage.get("input_tokens") or 0),
+            int(usage.get("output_tokens") or 0),
+            int(usage.get("cached_input_tokens") or 0),
+        )
         if not self.agent_is_function and any(agent_tokens):
             price = self._price(row.get("model_version"), self.agent_label)
             if price is None:
@@ -64,6 +68,7 @@ class RunCosts:
         user_tokens = (
             int(usage.get("user_input_tokens") or 0),
             int(usage.get("user_output_tokens") or 0),
+            int(usage.get("user_cached_input_tokens") or 0),
         )
         if any(user_tokens):
             price = self._price(self.user_label)
@@ -84,9 +89,9 @@ class RunCosts:
         if stats is None:
             return 0.0
         old = before.get(id(entry.backend)) or {}
-        tokens = (
-            int(getattr(stats, "input_tokens", 0) or 0) - int(old.get("input_tokens") or 0),
-            int(getattr(stats, "output_tokens", 0) or 0) - int(old.get("output_tokens") or 0),
+        tokens = tuple(
+            int(getattr(stats, name, 0) or 0) - int(old.get(name) or 0)
+            for name in ("input_tokens", "output_tokens", "cached_input_tokens")
         )
         if not any(tokens):
             return 0.0

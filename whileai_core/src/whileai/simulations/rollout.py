@@ -56,6 +56,8 @@ class _Tally:
     output_tokens: int = 0
     user_input_tokens: int = 0
     user_output_tokens: int = 0
+    cached_input_tokens: int = 0
+    user_cached_input_tokens: int = 0
     retries: int = 0
     waited_s: float = 0.0
     logprob: float = 0.0
@@ -95,8 +97,10 @@ def _count(tally: _Tally, c: Completion, *, user: bool) -> None:
     if user:
         tally.user_input_tokens += c.input_tokens or 0
         tally.user_output_tokens += c.output_tokens or 0
+        tally.user_cached_input_tokens += c.cached_input_tokens or 0
         return
     tally.input_tokens += c.input_tokens or 0
+    tally.cached_input_tokens += c.cached_input_tokens or 0
     tally.output_tokens += c.output_tokens or 0
     tally.truncated = tally.truncated or c.truncated
     if c.logprob is not None:
@@ -471,6 +475,8 @@ def _trajectory(
         "output_tokens": tally.output_tokens,
         "user_input_tokens": tally.user_input_tokens,
         "user_output_tokens": tally.user_output_tokens,
+        "cached_input_tokens": tally.cached_input_tokens,
+        "user_cached_input_tokens": tally.user_cached_input_tokens,
         "retries": tally.retries,
         "waited_s": round(tally.waited_s, 3),
     }
