@@ -220,3 +220,21 @@ def test_input_the_server_served_from_its_prompt_cache_costs_the_cached_rate() -
         ),
         abs=1e-6,
     )
+
+
+def test_a_budget_is_refused_when_a_backend_counts_no_tokens() -> None:
+    """A backend with no token counters would spend unseen: the budget could never stop it."""
+
+    class Silent(FakeBackend):
+        def __init__(self, role: str) -> None:
+            super().__init__(role)
+            del self.stats
+
+    class Uncounted(MeterPlugin):
+        @hookimpl
+        def whileai_register_backends(self, register: Any) -> None:
+            super().whileai_register_backends(register)
+            register("silent", lambda argument="gpt-4o", **_: Silent("agent"))
+
+    with pytest.raises(ValueError, match=r"count its tokens .* 'silent:gpt-4o' keeps none"):
+        run(Uncounted(), agent="silent:gpt-4o", advanced={"budget_usd": 1.0})

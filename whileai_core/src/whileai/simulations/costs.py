@@ -84,10 +84,12 @@ class RunCosts:
         return total
 
     def backend_usd(self, entry: RunBackend, before: Mapping[int, Any]) -> float | None:
-        """What ``entry``'s calls since the run started cost (None: tokens at no price)."""
+        """What ``entry``'s calls since the run started cost (None: tokens at no price, or a
+        backend that does not count its tokens)."""
         stats = getattr(entry.backend, "stats", None)
         if stats is None:
-            return 0.0
+            # a backend that keeps no token counters: what it spent is unknown, never 0
+            return None
         old = before.get(id(entry.backend)) or {}
         tokens = tuple(
             int(getattr(stats, name, 0) or 0) - int(old.get(name) or 0)

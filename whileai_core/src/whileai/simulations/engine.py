@@ -152,6 +152,13 @@ def _check_budget_priced(call: _Call) -> None:
         if costs.table.lookup(entry.label) is None
         and costs.table.lookup(getattr(entry.backend, "model", None)) is None
     ]
+    uncounted = [e.label for e in call.backends if getattr(e.backend, "stats", None) is None]
+    if uncounted:
+        raise ValueError(
+            f"advanced['budget_usd']={call.knobs.budget_usd!r} needs every backend the run "
+            "calls to count its tokens (a backend.stats, whileai.backends.BackendStats, as the "
+            "built-in backends keep); " + ", ".join(repr(m) for m in uncounted) + " keeps none"
+        )
     if missing:
         raise ValueError(
             f"advanced['budget_usd']={call.knobs.budget_usd!r} needs a price for every model "
