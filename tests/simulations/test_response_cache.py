@@ -210,3 +210,25 @@ def test_a_stored_answer_comes_back_with_every_count_the_server_gave() -> None:
         n_tokens=12,
     )
     assert completion_from(json.loads(json.dumps(completion_to(answer)))) == answer
+
+
+def test_a_cached_tool_call_keeps_its_arguments_in_the_order_the_model_gave_them(
+    tmp_path: Path,
+) -> None:
+    """Read back in another order, a call's arguments would change the next call's messages
+    (so its key: a miss) and the row's bytes."""
+    from whileai.backends import ToolCall
+
+    answer = Completion(
+        "",
+        "m-1",
+        {"seed": 1},
+        (ToolCall("c1", "update_address", {"order_id": "A1", "address": "9 Mill Lane"}),),
+        "tool_calls",
+    )
+    cache = ResponseCache(tmp_path)
+    cache.put("k", answer)
+    again = cache.get("k")
+    assert again is not None
+    assert list(again.tool_calls[0].arguments) == ["order_id", "address"]
+    cache.close()

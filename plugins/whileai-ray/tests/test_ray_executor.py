@@ -152,3 +152,17 @@ def test_rl_mode_sends_its_extra_repeats_to_ray_and_matches_an_in_process_run() 
     assert len(on_ray.rows) > 8
     assert sorted(outcome(on_ray.rows)) == sorted(outcome(here.rows))
     assert on_ray.report().executor == "ray"
+
+
+def test_the_response_cache_answers_on_the_workers_and_the_driver_counts_it(
+    tmp_path: Path,
+) -> None:
+    cache = {"cache": str(tmp_path / "cache")}
+    first = run(unique=3, repeats=2, seed=4, fault_rate=0.0, executor="ray", advanced=cache)
+    again = run(unique=3, repeats=2, seed=4, fault_rate=0.0, executor="ray", advanced=cache)
+    counted, recounted = first.report()["cache"], again.report()["cache"]
+    # the workers asked the models and stored the answers; the second run's workers found
+    # every one of them, and both runs' reports say so although no call was the driver's
+    assert counted["misses"] > 0 and counted["hits"] == 0
+    assert recounted["hits"] == counted["misses"] and recounted["misses"] == 0
+    assert outcome(again.rows) == outcome(first.rows)

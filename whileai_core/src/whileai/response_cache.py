@@ -115,7 +115,9 @@ class ResponseCache:
         db = self._db()
         if db is None:
             return
-        entry = json.dumps(completion_to(completion), ensure_ascii=False, sort_keys=True)
+        # keys in the order the model gave them: a tool call's arguments read back in another
+        # order would change the next call's messages, and so its key, and the row
+        entry = json.dumps(completion_to(completion), ensure_ascii=False)
         try:
             db.execute(
                 "INSERT OR REPLACE INTO responses (key, entry, created) VALUES (?, ?, ?)",

@@ -22,6 +22,7 @@ from ray import cloudpickle
 from ray.exceptions import RayActorError, RayTaskError
 
 from whileai import Job, JobRunner, RunSpec, error_row
+from whileai.simulations.workers import add_counts
 
 #: The Ray namespace of a cluster this executor starts itself.
 NAMESPACE = "whileai"
@@ -59,6 +60,10 @@ class RolloutActor:
     async def close(self) -> list[str]:
         return await self._runner.close() if self._runner is not None else []
 
+    async def cache_counts(self) -> dict[str, int]:
+        """What the response cache did in this worker's process."""
+        return self._runner.cache_counts() if self._runner is not None else {}
+
 
 async def _result(ref: Any) -> Any:
     return await ref
@@ -92,6 +97,8 @@ class RayExecutor:
         else:
             self.name = address if address.startswith("ray://") else f"ray:{address}"
         self.warnings: list[str] = []
+        #: what the response cache did in the workers, added up as each is released
+        self.cache_counts: dict[str, int] = {}
         self._started = False
         self._batches: dict[str, int] = {}
 
@@ -207,6 +214,7 @@ class RayExecutor:
         for i, actor in enumerate(actors):
             if alive[i]:
                 try:
+                    add_counts(self.cache_counts, await _result(actor.cache_counts.remote()))
                     for problem in await _result(actor.close.remote()):
                         if problem not in self.warnings:
                             self.warnings.append(problem)

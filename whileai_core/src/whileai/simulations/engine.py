@@ -116,6 +116,9 @@ class _RunState:
     exported: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     #: the response cache's counters when the run started
     cache_start: dict[str, int] = attrs.field(factory=dict)
+    #: where the rollouts run, and the cache counts its workers had handed back by then
+    executor: Any = None
+    executor_cache_start: dict[str, int] = attrs.field(factory=dict)
     #: prices the rows and backends; budget_usd, and why the run stopped short of its plan
     costs: RunCosts | None = None
     budget_usd: float | None = None
@@ -431,6 +434,8 @@ async def _run_once(
         state = _start(call, opened, record, simulation, total, warnings)
         before = snapshot(call.backends)
         state.cache_start = _cache_counts(call)
+        state.executor = runs_on
+        state.executor_cache_start = dict(getattr(runs_on, "cache_counts", None) or {})
         state.costs = _run_costs(call)
         state.budget_usd = call.knobs.budget_usd
         state.backends = call.backends
@@ -928,6 +933,10 @@ def _report(
         cached = wrapper.report()
         for name, start in state.cache_start.items():
             cached[name] -= start
+        # what workers in other processes (or runners the executor rebuilt) counted
+        for name, value in (getattr(state.executor, "cache_counts", None) or {}).items():
+            if name in cached:
+                cached[name] += value - state.executor_cache_start.get(name, 0)
         fields["cache"] = cached
         if "unusable" in cached:
             _warn_once(

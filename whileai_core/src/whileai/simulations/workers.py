@@ -21,6 +21,7 @@ from whileai.backends import resolve_backend
 from whileai.executors import IN_PROCESS, Job, RunSpec
 from whileai.graders import Grader, MarkerSet, resolve_graders, world_grader
 from whileai.registry import Registry
+from whileai.response_cache import CachingBackends
 from whileai.scoring import Verdict
 from whileai.simulations import episode_life
 from whileai.simulations.attribution import failure_owner
@@ -34,6 +35,12 @@ def run_spec(ctx: RolloutContext, **rest: Any) -> RunSpec:
     """The description of the run ``ctx`` belongs to: its settings as they are, the rest
     (world name, specs, judge, registry, concurrency) from ``rest``."""
     return RunSpec(**ctx.settings(), **rest)
+
+
+def add_counts(total: dict[str, int], more: Mapping[str, int]) -> None:
+    """Add one worker's cache counts into an executor's."""
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + int(value)
 
 
 def open_attributor(
@@ -95,6 +102,8 @@ class JobRunner:
     backends: list[RunBackend] = attrs.field(factory=list)
     #: the judge for failures the rules leave to the agent (``advanced["attribution_model"]``)
     attributor: Attributor | None = None
+    #: the response cache this runner's backends answer from, when the run has one
+    cache: CachingBackends | None = None
 
     @classmethod
     async def open(cls, run: RunSpec) -> JobRunner:
@@ -123,6 +132,9 @@ class JobRunner:
             warnings=list(problems),
             backends=backends,
             attributor=attributor,
+            cache=registry.backend_wrapper
+            if isinstance(registry.backend_wrapper, CachingBackends)
+            else None,
         )
 
     async def run(self, job: Job) -> dict[str, Any]:
@@ -162,6 +174,13 @@ class JobRunner:
         """Close the backends this runner built; returns a problem per backend that failed."""
         return await close_backends(self.backends)
 
+    def cache_counts(self) -> dict[str, int]:
+        """What the response cache did for this runner's process (hits, misses, tokens
+        saved): a worker's share, which its executor hands back to the driver's report."""
+        if self.cache is None:
+            return {}
+        return self.cache.cache.stats.as_dict()
+
 
 class InProcessExecutor:
     """Runs jobs as asyncio tasks in this process, at most ``concurrency`` at once.
@@ -177,6 +196,9 @@ class InProcessExecutor:
         #: asked before each job starts (a budget in money): False leaves the job unplayed,
         #: yielding nothing for it, while the jobs already started finish and are yielded
         self.may_start: Callable[[], bool] | None = None
+        #: what the response cache did in runners this executor built (the driver's own
+        #: runner counts in the driver's cache already)
+        self.cache_counts: dict[str, int] = {}
 
     async def run(
         self, jobs: Sequence[Job], concurrency: int, run: RunSpec
@@ -203,6 +225,7 @@ class InProcessExecutor:
             if runner is not self._runner:
                 self.warnings.extend(runner.warnings)
                 self.warnings.extend(await runner.close())
+                add_counts(self.cache_counts, runner.cache_counts())
 
 
 def resolve_executor(executor: Any, registry: Registry) -> tuple[Any | None, str, bool]:
