@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the entry points a user calls
     ("simulations", "judging", "ranking"),
     # the command line, the shared test doubles
-    ("cli", "testing"),
+    ("cli", "commands", "testing"),
 )
 LAYER_OF = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 

@@ -1,17 +1,47 @@
-"""The ``whileai`` command."""
+"""The ``whileai`` command.
+
+argparse, from the standard library: the core takes no command-line dependency, its help shows
+every default, and a subcommand is a module in ``whileai.commands`` with ``add_arguments`` and
+a ``*_command(args) -> int``. Exit codes: 0 the work was done, 1 the work (or a check) failed,
+2 the command was misused. An error is one line on stderr; ``--debug`` shows the traceback.
+``--json`` prints machine-readable output and nothing else on stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable, Sequence
+
+from whileai.commands.common import FAILED, USAGE, UsageError
 
 
 def _plugins(args: argparse.Namespace) -> int:
+    from whileai.commands.common import print_json
     from whileai.registry import Registry
 
     table = Registry.load().table()
-    print(table)
+    if args.json:
+        print_json(
+            {
+                "plugins": [
+                    {
+                        "kind": e.kind,
+                        "name": e.name,
+                        "aliases": list(e.aliases),
+                        "description": e.description,
+                        "distribution": e.distribution,
+                        "version": e.version,
+                    }
+                    for e in table
+                ],
+                "failures": [str(f) for f in table.failures],
+                "blocked": list(table.blocked),
+            }
+        )
+    else:
+        print(table)
     return 1 if args.strict and table.failures else 0
 
 
@@ -21,19 +51,57 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def _run(args: argparse.Namespace) -> int:
+    from whileai.commands.run import run_command
+
+    return run_command(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from whileai.commands.report import report_command
+
+    return report_command(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from whileai.commands.compare import compare_command
+
+    return compare_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="whileai", description="Make and measure agent rollouts.")
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="whileai", description="Make and measure agent rollouts.", formatter_class=formatter
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
-    plugins = sub.add_parser("plugins", help="list every registered plugin with its distribution")
+    plugins = sub.add_parser(
+        "plugins",
+        help="list every registered plugin with its distribution",
+        formatter_class=formatter,
+    )
     plugins.add_argument(
         "--strict", action="store_true", help="exit 1 when a plugin failed to load"
     )
+    plugins.add_argument("--json", action="store_true", help="print the table as JSON only")
     plugins.set_defaults(func=_plugins)
-    demo = sub.add_parser("demo", help="a real simulate() run offline on the embedded model")
+    demo = sub.add_parser(
+        "demo", help="real simulate() runs offline on the embedded model", formatter_class=formatter
+    )
+    from whileai.commands import compare, report, run
     from whileai.simulations.demo import add_arguments
 
     add_arguments(demo)
     demo.set_defaults(func=_demo)
+    for name, module, func, text in (
+        ("run", run, _run, "run the simulate() call a TOML config describes"),
+        ("report", report, _report, "what a run measured, from its rows file"),
+        ("compare", compare, _compare, "B against A, paired by task, against a noise floor"),
+    ):
+        command = sub.add_parser(name, help=text, formatter_class=formatter)
+        module.add_arguments(command)
+        command.set_defaults(func=func)
     return parser
 
 
@@ -41,7 +109,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        return func(args)
+    except UsageError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"whileai {args.command}: {exc}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f"whileai {args.command}: interrupted", file=sys.stderr)
+        return FAILED
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"whileai {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return FAILED
 
 
 if __name__ == "__main__":

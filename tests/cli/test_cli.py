@@ -1,0 +1,174 @@
+"""The ``whileai`` command as a user drives it: a run from a TOML config, its report, a
+compare against a noise floor, machine-readable output, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from whileai.cli import main
+
+pytestmark = pytest.mark.plugins
+
+HERE = Path(__file__).parent
+
+CONFIG = """
+plugins = ["cli_doubles:Doubles"]
+agent_model = "{agent}"
+user_model = "customer"
+simulator = "template"
+unique = 6
+repeats = 2
+seed = {seed}
+fault_rate = 0.0
+hard_share = 0.0
+strategy = "grid"
+output = "{output}"
+
+[dimensions]
+intent = ["refund", "track", "address_change"]
+difficulty = ["easy"]
+tone = ["polite", "angry"]
+
+[advanced]
+world = "shop"
+"""
+
+
+@pytest.fixture(autouse=True)
+def doubles_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("whileai_worlds")
+    monkeypatch.syspath_prepend(str(HERE))
+
+
+def config(tmp_path: Path, name: str, agent: str = "support", seed: int = 3) -> Path:
+    path = tmp_path / f"{name}.toml"
+    output = tmp_path / f"{name}.jsonl"
+    path.write_text(CONFIG.format(agent=agent, seed=seed, output=output))
+    return path
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_writes_the_rows_and_prints_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "run", str(config(tmp_path, "first")))
+    assert code == 0, err
+    assert "pass@1" in out and "12 rows in" in out
+    rows = (tmp_path / "first.jsonl").read_text().splitlines()
+    assert len(rows) == 12
+    assert (tmp_path / "first.meta.json").exists()
+
+
+def test_json_output_is_json_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(capsys, "run", str(config(tmp_path, "quiet")), "--json")
+    assert code == 0
+    made = json.loads(out)
+    assert made["rows"] == 12 and made["errored"] == 0
+    assert made["reports"][0]["pass_at"]["pass_at_1"] == 1.0
+    code, out, _ = cli(capsys, "report", str(tmp_path / "quiet.jsonl"), "--json")
+    summary = json.loads(out)
+    assert code == 0 and summary["rows"] == 12
+    assert summary["provenance"]["world"]["name"] == "shop"
+    assert summary["pass_at"]["ci95"] is not None
+    code, out, _ = cli(capsys, "plugins", "--json")
+    assert code == 0 and any(p["name"] == "shop" for p in json.loads(out)["plugins"])
+
+
+def test_the_errored_rollouts_and_only_those_are_played_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import cli_doubles
+
+    path = config(tmp_path, "flaky", agent="flaky")
+    cli_doubles.FAILING["on"] = True
+    try:
+        code, out, _ = cli(capsys, "run", str(path))
+    finally:
+        cli_doubles.FAILING["on"] = False
+    assert code == 1, "rows that ended in an error fail the command"
+    assert "rows ended in an error: whileai run --retry-errors" in out
+    before = [json.loads(x) for x in (tmp_path / "flaky.jsonl").read_text().splitlines()]
+    errored = {r["lineage"]["rollout_key"] for r in before if r.get("error")}
+    assert errored and len(errored) < len(before)
+    code, out, _ = cli(capsys, "run", str(path), "--retry-errors", "--json")
+    assert code == 0
+    made = json.loads(out)
+    assert made["retried"] == len(errored) and made["errored"] == 0
+    after = [json.loads(x) for x in (tmp_path / "flaky.jsonl").read_text().splitlines()]
+    assert len(after) == len(before) and not any(r.get("error") for r in after)
+    # the rows that were fine were kept as they were, not played again
+    kept = {r["lineage"]["rollout_key"]: r for r in before if not r.get("error")}
+    assert all(
+        kept[r["lineage"]["rollout_key"]] == r for r in after if r["lineage"]["rollout_key"] in kept
+    )
+
+
+def test_compare_pairs_two_runs_and_reads_a_noise_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a", "b", "f1", "f2", "f3"):
+        assert cli(capsys, "run", str(config(tmp_path, name)), "--json")[0] == 0
+    code, out, _ = cli(
+        capsys,
+        "compare",
+        str(tmp_path / "a.jsonl"),
+        str(tmp_path / "b.jsonl"),
+        "--floor",
+        *(str(tmp_path / f"f{i}.jsonl") for i in (1, 2, 3)),
+        "--json",
+    )
+    assert code == 0
+    made: dict[str, Any] = json.loads(out)
+    assert made["floor"]["n_runs"] == 3
+    assert made["n_paired"] == 6
+    code, out, _ = cli(capsys, "compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))
+    assert code == 0 and "compare_runs (b - a, paired by task)" in out
+
+
+def test_misuse_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('agent_model = "support"\nrepeatz = 3\n')
+    code, _, err = cli(capsys, "run", str(bad))
+    assert code == 2
+    assert err.count("\n") == 1 and "unknown keys ['repeatz']" in err
+    bad.write_text('agent_model = "support"\n')
+    code, _, err = cli(capsys, "run", str(bad))
+    assert code == 2 and "set output = " in err
+    code, _, err = cli(capsys, "report", str(tmp_path / "nothing.jsonl"))
+    assert code == 2 and "no such rows file" in err
+    bad.write_text('output = "x.jsonl"\nunique = -1\n')
+    code, _, err = cli(capsys, "--debug", "run", str(bad))
+    assert code == 2 and "Traceback" in err
+    with pytest.raises(SystemExit) as exited:
+        main(["run"])
+    assert exited.value.code == 2
+
+
+def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "(default: 2)" in capsys.readouterr().out
+
+
+def test_the_config_on_the_cli_page_is_one_the_command_accepts(tmp_path: Path) -> None:
+    import re
+
+    from whileai.commands.config import load_config
+
+    page = (HERE.parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```toml\n(.*?)```", page, re.DOTALL)
+    path = tmp_path / "support.toml"
+    path.write_text(block)
+    loaded = load_config(str(path))
+    assert loaded["advanced"]["world"] == "bank" and loaded["repeats"] == 4

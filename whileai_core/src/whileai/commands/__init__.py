@@ -1,0 +1,1 @@
+"""The ``whileai`` command's subcommands, one module each; ``whileai.cli`` wires them up."""

@@ -1,0 +1,35 @@
+"""What every subcommand shares: one way to fail, to print JSON, and to read a run's rows."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from whileai.schema.files import read_jsonl, sidecar_path
+
+#: Exit codes: the work was done, the work (or a check) failed, the command was misused.
+OK, FAILED, USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """The command was given something it cannot use (exit 2): a missing file, a bad key."""
+
+
+def print_json(value: Any) -> None:
+    """``value`` as JSON on stdout, and nothing else there."""
+    json.dump(value, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def read_run(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A run's rows and its sidecar (``{}`` when the file has none); a UsageError names a
+    path that is not a rows file."""
+    target = Path(path)
+    if not target.is_file():
+        raise UsageError(f"{path}: no such rows file (a .jsonl that simulate(output=) wrote)")
+    rows = read_jsonl(target, what="rows").rows
+    side = sidecar_path(target)
+    meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+    return rows, meta

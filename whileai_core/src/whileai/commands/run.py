@@ -1,0 +1,98 @@
+"""``whileai run CONFIG.toml``: the simulate() call the file describes, its rows to disk."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from whileai.commands.common import FAILED, OK, UsageError, print_json
+from whileai.commands.config import FILE_KEYS, load_config, load_plugins
+from whileai.schema.files import read_jsonl
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="a TOML file of simulate() parameters ([advanced] table)")
+    parser.add_argument("--output", default=None, help="rows file (overrides the config's output)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run already at the output"
+    )
+    parser.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="play again only the rollouts whose rows ended in an error (implies --resume)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON only")
+
+
+def drop_error_rows(output: str) -> int:
+    """Take the rows that ended in an error out of ``output`` (atomically), so a resume plays
+    those rollouts again; how many were taken out."""
+    target = Path(output)
+    if not target.is_file():
+        raise UsageError(f"--retry-errors: {output} holds no run yet")
+    rows = read_jsonl(target, what="output", tail="cut").rows
+    kept = [line for line, row in zip(_lines(target), rows, strict=True) if not row.get("error")]
+    dropped = len(rows) - len(kept)
+    if dropped:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.writelines(kept)
+        os.replace(temporary, target)
+    return dropped
+
+
+def _lines(path: Path) -> list[str]:
+    # the rows' own lines, as written (read_jsonl read the same non-blank, finished lines)
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)]
+    kept = [line for line in lines if line.strip()]
+    if kept and not kept[-1].endswith("\n"):
+        kept = kept[:-1]
+    return kept
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from whileai.registry import Registry
+    from whileai.simulations.engine import simulate
+
+    config = load_config(args.config)
+    params: dict[str, Any] = {k: v for k, v in config.items() if k not in FILE_KEYS}
+    if args.output:
+        params["output"] = args.output
+    if not params.get("output"):
+        raise UsageError(
+            f"{args.config}: a run from the command line writes its rows to disk: set "
+            "output = 'runs/name.jsonl' in the file or pass --output"
+        )
+    retried = 0
+    if args.retry_errors:
+        retried = drop_error_rows(str(params["output"]))
+    if args.resume or args.retry_errors:
+        params["resume"] = True
+    registry = Registry.load(plugins=load_plugins(list(config.get("plugins", [])), args.config))
+    try:
+        result = simulate(registry=registry, advanced=config.get("advanced"), **params)
+    except (TypeError, ValueError, FileExistsError) as exc:
+        raise UsageError(f"{args.config}: {exc}") from None
+    runs = result if isinstance(result, list) else [result]
+    errored = sum(1 for data in runs for row in data.rows if row.get("error"))
+    if args.json:
+        print_json(
+            {
+                "output": params["output"],
+                "rows": sum(len(data.rows) for data in runs),
+                "errored": errored,
+                "retried": retried,
+                "reports": [data.report().to_dict() for data in runs],
+            }
+        )
+    else:
+        for data in runs:
+            print(data.report())
+        print(f"\n{sum(len(d.rows) for d in runs)} rows in {params['output']}", end="")
+        print(f"; {retried} errored rollouts played again" if args.retry_errors else "")
+        if errored:
+            print(f"{errored} rows ended in an error: whileai run --retry-errors plays them again")
+    return FAILED if errored else OK
