@@ -32,8 +32,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("executors", "graders", "build_rows", "measure", "response_cache", "faults"),
     # the entry points a user calls
     ("simulations", "judging", "ranking"),
-    # the command line, the shared test doubles
-    ("cli", "commands", "testing"),
+    # the command line's subcommands, then the command line and the shared test doubles
+    ("commands",),
+    ("cli", "testing"),
 )
 LAYER_OF = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 
