@@ -22,7 +22,23 @@ class Flaky(ScriptedSupportAgent):
         return await super().complete(messages, tools, sampling, **kw)
 
 
+class LongerReply:
+    """A ranking judge that prefers the longer reply."""
+
+    name = "longer"
+    version = "longer@1"
+    model = "rule:length"
+
+    def compare(self, row_a: Any, row_b: Any) -> str:
+        a, b = len(row_a["final_text"]), len(row_b["final_text"])
+        return "A" if a > b else "B" if b > a else "tie"
+
+
 class Doubles:
+    @hookimpl
+    def whileai_register_judges(self, register: Any) -> None:
+        register("longer", LongerReply, description="prefers the longer reply")
+
     @hookimpl
     def whileai_register_backends(self, register: Any) -> None:
         register("support", lambda argument=None, **_: ScriptedSupportAgent())

@@ -172,3 +172,90 @@ def test_the_config_on_the_cli_page_is_one_the_command_accepts(tmp_path: Path) -
     path.write_text(block)
     loaded = load_config(str(path))
     assert loaded["advanced"]["world"] == "bank" and loaded["repeats"] == 4
+
+
+def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("whileai_verifiers")
+    answers = tmp_path / "answers.jsonl"
+    groups = [("What is 2 + 3?", "5", ["5", "4", "5", "5"]), ("What is 7 * 6?", "42", ["42"] * 4)]
+    answers.write_text(
+        "".join(
+            json.dumps(
+                {"prompt": p, "privileged": {"reference": ref}, "final_text": a, "task_id": f"t{i}"}
+            )
+            + "\n"
+            for i, (p, ref, said) in enumerate(groups)
+            for a in said
+        )
+    )
+    graded = tmp_path / "graded.jsonl"
+    code, out, err = cli(
+        capsys, "grade", str(answers), "--judge", "MathEqual", "--output", str(graded), "--json"
+    )
+    assert code == 0, err
+    rewards = [json.loads(x)["reward"] for x in graded.read_text().splitlines()]
+    assert rewards == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert json.loads(out)["rows"] == 8
+
+    kept = tmp_path / "kept.jsonl"
+    code, out, _ = cli(capsys, "select", str(graded), "--output", str(kept), "--json")
+    assert code == 0
+    # only the group that split (3 of 4) carries a gradient
+    assert {json.loads(x)["task_id"] for x in kept.read_text().splitlines()} == {"t0"}
+    assert json.loads(out)["report"]["n_groups_kept"] == 1
+
+    benchmark = tmp_path / "benchmark.txt"
+    benchmark.write_text("What is 7 * 6?\n")
+    clean = tmp_path / "clean.jsonl"
+    code, out, _ = cli(
+        capsys,
+        "decontaminate",
+        str(graded),
+        "--against",
+        str(benchmark),
+        "-n",
+        "3",
+        "--output",
+        str(clean),
+        "--json",
+    )
+    assert code == 0
+    assert {json.loads(x)["task_id"] for x in clean.read_text().splitlines()} == {"t0"}
+    assert json.loads(out)["report"]["n_contaminated"] == 4
+
+    code, _, err = cli(
+        capsys, "grade", str(answers), "--judge", "NoSuchJudge", "--output", str(graded)
+    )
+    assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
+
+
+def test_rank_adds_quality_within_each_task_with_a_plugin_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    replies = ["ok", "a longer reply", "the longest reply of the three"]
+    rows.write_text(
+        "".join(
+            json.dumps({"prompt": "Say something.", "final_text": r, "task_id": "t"}) + "\n"
+            for r in replies
+        )
+    )
+    ranked = tmp_path / "ranked.jsonl"
+    code, out, err = cli(
+        capsys,
+        "--plugin",
+        "cli_doubles:Doubles",
+        "rank",
+        str(rows),
+        "--judge",
+        "longer",
+        "--output",
+        str(ranked),
+        "--json",
+    )
+    assert code == 0, err
+    quality = [json.loads(x)["quality"] for x in ranked.read_text().splitlines()]
+    assert quality == sorted(quality) and quality[0] < quality[-1]
+    assert "report" in json.loads(out)

@@ -69,12 +69,29 @@ def _compare(args: argparse.Namespace) -> int:
     return compare_command(args)
 
 
+def _rowtool(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from whileai.commands import rowtools
+
+        command: Callable[[argparse.Namespace], int] = getattr(rowtools, f"{name}_command")
+        return command(args)
+
+    return run
+
+
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
         prog="whileai", description="Make and measure agent rollouts.", formatter_class=formatter
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE[:OBJECT]",
+        help="register a plugin that is not installed as an entry point (repeatable)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     plugins = sub.add_parser(
         "plugins",
@@ -89,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="real simulate() runs offline on the embedded model", formatter_class=formatter
     )
-    from whileai.commands import compare, report, run
+    from whileai.commands import compare, report, rowtools, run
     from whileai.simulations.demo import add_arguments
 
     add_arguments(demo)
@@ -102,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=text, formatter_class=formatter)
         module.add_arguments(command)
         command.set_defaults(func=func)
+    for name, text in (
+        ("grade", "grade a rows file with a judge or verifier"),
+        ("select", "keep the groups whose pass rate lies in a band (training data)"),
+        ("decontaminate", "drop the rows that share an n-gram with a benchmark"),
+        ("rank", "rank each task's rows against each other (quality in [0, 1])"),
+    ):
+        command = sub.add_parser(name, help=text, formatter_class=formatter)
+        getattr(rowtools, f"add_{name}_arguments")(command)
+        command.set_defaults(func=_rowtool(name))
     return parser
 
 
@@ -109,12 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    from whileai.registry import UnknownPluginError
+
     try:
         return func(args)
-    except UsageError as exc:
+    except (UsageError, UnknownPluginError) as exc:
+        # a name, path or key the command cannot use: misuse, said in one line
         if args.debug:
             traceback.print_exc()
-        print(f"whileai {args.command}: {exc}", file=sys.stderr)
+        print(f"whileai {args.command}: {_one_line(exc)}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         print(f"whileai {args.command}: interrupted", file=sys.stderr)
@@ -122,8 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"whileai {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"whileai {args.command}: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return FAILED
+
+
+def _one_line(exc: BaseException) -> str:
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 if __name__ == "__main__":

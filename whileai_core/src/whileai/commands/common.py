@@ -33,3 +33,12 @@ def read_run(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     side = sidecar_path(target)
     meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
     return rows, meta
+
+
+def registry_for(args: Any, more: list[str] | tuple[str, ...] = ()) -> Any:
+    """The installed plugins, plus the ones ``--plugin`` (and ``more``) name."""
+    from whileai.commands.config import load_plugins
+    from whileai.registry import Registry
+
+    names = [*getattr(args, "plugin", []), *more]
+    return Registry.load(plugins=load_plugins(names, "--plugin"))

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from whileai.commands.common import FAILED, OK, UsageError, print_json
-from whileai.commands.config import FILE_KEYS, load_config, load_plugins
-from whileai.schema.files import read_jsonl
+from whileai.commands.common import FAILED, OK, UsageError, print_json, registry_for
+from whileai.commands.config import FILE_KEYS, load_config
+from whileai.schema.files import read_jsonl, write_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,27 +32,13 @@ def drop_error_rows(output: str) -> int:
     if not target.is_file():
         raise UsageError(f"--retry-errors: {output} holds no run yet")
     rows = read_jsonl(target, what="output", tail="cut").rows
-    kept = [line for line, row in zip(_lines(target), rows, strict=True) if not row.get("error")]
-    dropped = len(rows) - len(kept)
-    if dropped:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.writelines(kept)
-        os.replace(temporary, target)
-    return dropped
-
-
-def _lines(path: Path) -> list[str]:
-    # the rows' own lines, as written (read_jsonl read the same non-blank, finished lines)
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)]
-    kept = [line for line in lines if line.strip()]
-    if kept and not kept[-1].endswith("\n"):
-        kept = kept[:-1]
-    return kept
+    kept = [row for row in rows if not row.get("error")]
+    if len(kept) < len(rows):
+        write_rows(target, kept)
+    return len(rows) - len(kept)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from whileai.registry import Registry
     from whileai.simulations.engine import simulate
 
     config = load_config(args.config)
@@ -71,7 +55,7 @@ def run_command(args: argparse.Namespace) -> int:
         retried = drop_error_rows(str(params["output"]))
     if args.resume or args.retry_errors:
         params["resume"] = True
-    registry = Registry.load(plugins=load_plugins(list(config.get("plugins", [])), args.config))
+    registry = registry_for(args, list(config.get("plugins", [])))
     try:
         result = simulate(registry=registry, advanced=config.get("advanced"), **params)
     except (TypeError, ValueError, FileExistsError) as exc:

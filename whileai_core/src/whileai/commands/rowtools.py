@@ -1,0 +1,132 @@
+"""``whileai grade | select | decontaminate | rank``: a rows file in, a rows file out.
+
+Each reads rows (a file simulate(), evaluate() or another command wrote), calls the library
+function of the same name, writes the rows it gives to ``--output`` (the same export rules as
+every writer: nothing privileged) and prints its report, or with ``--json`` the report only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from whileai.commands.common import OK, UsageError, print_json, read_run, registry_for
+from whileai.schema.files import write_rows
+
+
+def _io(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("rows", help="the rows file to read")
+    parser.add_argument("--output", required=True, help="the rows file to write")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON only")
+
+
+def add_grade_arguments(parser: argparse.ArgumentParser) -> None:
+    _io(parser)
+    parser.add_argument(
+        "--judge", default=None, help="a judge or verifier spec (MathEqual, rubric, ...)"
+    )
+
+
+def add_select_arguments(parser: argparse.ArgumentParser) -> None:
+    _io(parser)
+    parser.add_argument("--mode", default="rl", choices=("rl", "eval"), help="what to keep")
+    parser.add_argument(
+        "--band",
+        nargs=2,
+        type=float,
+        default=(0.2, 0.8),
+        metavar=("LOW", "HIGH"),
+        help="keep groups whose pass rate lies in [LOW, HIGH]",
+    )
+
+
+def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
+    _io(parser)
+    parser.add_argument(
+        "--against", required=True, help="a benchmark's rows (.jsonl) or texts (one per line)"
+    )
+    parser.add_argument(
+        "--field", action="append", default=None, help="row fields to check (prompt)"
+    )
+    parser.add_argument("-n", type=int, default=13, help="n-gram length")
+
+
+def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
+    _io(parser)
+    parser.add_argument("--judge", default="pairwise", help="the ranking judge spec")
+
+
+def _finish(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], report: Any) -> int:
+    write_rows(Path(args.output), rows)
+    if args.json:
+        print_json({"output": args.output, "rows": len(rows), "report": report.to_dict()})
+    else:
+        print(report)
+        print(f"\n{len(rows)} rows in {args.output}")
+    return OK
+
+
+def grade_command(args: argparse.Namespace) -> int:
+    from whileai.judging import grade
+
+    rows, _ = read_run(args.rows)
+    try:
+        scored = grade(rows, judge=args.judge, registry=registry_for(args))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    scored.save(args.output)
+    report = scored.report()
+    if args.json:
+        print_json({"output": args.output, "rows": len(scored.rows), "report": report.to_dict()})
+    else:
+        print(report)
+        print(f"\n{len(scored.rows)} graded rows in {args.output}")
+    return OK
+
+
+def select_command(args: argparse.Namespace) -> int:
+    from whileai.measure import select
+
+    rows, _ = read_run(args.rows)
+    report = select(rows, mode=args.mode, band=tuple(args.band))
+    return _finish(args, list(report.rows), report)
+
+
+def _against(path: str) -> list[Any]:
+    target = Path(path)
+    if not target.is_file():
+        raise UsageError(f"--against {path}: no such file")
+    if target.suffix == ".jsonl":
+        return [
+            json.loads(line)
+            for line in target.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+    return [line for line in target.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def decontaminate_command(args: argparse.Namespace) -> int:
+    from whileai.measure import decontaminate
+
+    rows, _ = read_run(args.rows)
+    fields = tuple(args.field) if args.field else ("prompt",)
+    report = decontaminate(rows, _against(args.against), fields=fields, n=args.n)
+    return _finish(args, list(report.clean), report)
+
+
+def rank_command(args: argparse.Namespace) -> int:
+    from whileai.ranking import rank
+
+    read_run(args.rows)  # a clear error for a path that is not a rows file
+    try:
+        report = rank(args.rows, judge=args.judge, output=args.output, registry=registry_for(args))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print_json({"output": args.output, "report": report.to_dict()})
+    else:
+        print(report)
+    return OK
