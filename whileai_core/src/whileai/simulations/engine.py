@@ -221,9 +221,20 @@ async def _execute(
             state.exported[id(row)] = exported
             if state.writer is not None:
                 state.writer.write(row, exported=exported)
+            usage = row.get("usage") or {}
             state.progress.advance(
-                retries=int((row.get("usage") or {}).get("retries") or 0),
+                retries=int(usage.get("retries") or 0),
                 error=bool(row.get("error")),
+                tokens=sum(
+                    int(usage.get(k) or 0)
+                    for k in (
+                        "input_tokens",
+                        "output_tokens",
+                        "user_input_tokens",
+                        "user_output_tokens",
+                    )
+                ),
+                waited_s=float(usage.get("waited_s") or 0.0),
             )
             for warning in notify(
                 state.registry.pm,

@@ -1,12 +1,15 @@
-"""The progress line of a long run: done/total, rate, retries and errors.
+"""The progress of a long run: done/total, rate, time left, tokens, retries, waits and errors.
 
-Shown with rich on a terminal; silent when output is not a terminal (CI logs, pipes, tests),
-so nothing but the caller's own prints reaches a log.
+On a terminal, rich draws a live line. Off one (a CI log, a pipe, nohup), a plain line goes to
+stderr every ``PLAIN_EVERY_S`` seconds and once at the end, so a long run in a log is never
+silent; stdout is left alone, so ``--json`` output stays JSON.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from rich.progress import (
@@ -15,11 +18,17 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
+
+#: Seconds between plain progress lines off a terminal: often enough that a log shows a run
+#: is alive, rare enough that a long run's log stays readable. Convention.
+PLAIN_EVERY_S = 10.0
 
 
 class RunProgress:
-    """A progress display for one run; a no-op when ``stream`` is not a terminal."""
+    """A progress display for one run: live on a terminal, a periodic plain line otherwise
+    (``plain=False`` silences that; ``clock`` is for tests)."""
 
     def __init__(
         self,
@@ -29,9 +38,13 @@ class RunProgress:
         stream: IO[str] | None = None,
         refresh_per_second: float = 4.0,
         enabled: bool | None = None,
+        plain: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        out = stream if stream is not None else sys.stderr
-        self.enabled = out.isatty() if enabled is None else enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.plain = plain and not self.enabled
+        self.label = label
         self.total = total
         self.done = 0
         #: retries shown: the larger of the finished rollouts' count and the backends' own
@@ -39,6 +52,11 @@ class RunProgress:
         self._row_retries = 0
         self._backend_retries = 0
         self.errors = 0
+        self.tokens = 0
+        self.waited_s = 0.0
+        self._clock = clock
+        self._started = clock()
+        self._last_line = self._started
         self._progress: Progress | None = None
         self._task: Any = None
         if self.enabled:
@@ -49,14 +67,18 @@ class RunProgress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[speed_text]}"),
-                TextColumn("retries {task.fields[retries]}  errors {task.fields[errors]}"),
+                TextColumn(
+                    "tokens {task.fields[tokens]}  retries {task.fields[retries]}  "
+                    "errors {task.fields[errors]}"
+                ),
                 TimeElapsedColumn(),
-                console=Console(file=out),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
                 refresh_per_second=refresh_per_second,
                 transient=False,
             )
             self._task = self._progress.add_task(
-                label, total=total, retries=0, errors=0, speed_text=""
+                label, total=total, retries=0, errors=0, tokens=0, speed_text=""
             )
 
     def __enter__(self) -> RunProgress:
@@ -67,24 +89,58 @@ class RunProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+        elif self.plain and self.done:
+            self._write_line()
+
+    def line(self) -> str:
+        """The plain line: what is done, how fast, what is left, and what it cost."""
+        elapsed = max(self._clock() - self._started, 1e-9)
+        rate = self.done / elapsed
+        left = self.total - self.done
+        eta = f"{left / rate:,.0f} s left" if rate > 0 and left > 0 else "done" if not left else "-"
+        return (
+            f"whileai: {self.done}/{self.total} {self.label}, {rate:,.2f}/s, {eta}, "
+            f"tokens {self.tokens:,}, retries {self.retries}, waited {self.waited_s:,.1f} s, "
+            f"errors {self.errors}"
+        )
+
+    def _write_line(self) -> None:
+        self._last_line = self._clock()
+        self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def _maybe_line(self) -> None:
+        if self.plain and self._clock() - self._last_line >= PLAIN_EVERY_S:
+            self._write_line()
 
     def backend_retries(self, retries: int) -> None:
         """The retries the run's backends report so far (their ``stats``), which count calls
         still waiting and calls that failed, not only the finished rollouts' retries."""
         self._backend_retries = max(self._backend_retries, retries)
         shown = max(self._row_retries, self._backend_retries)
-        if shown == self.retries:
-            return
-        self.retries = shown
-        if self._progress is not None:
-            self._progress.update(self._task, retries=self.retries)
+        if shown != self.retries:
+            self.retries = shown
+            if self._progress is not None:
+                self._progress.update(self._task, retries=self.retries)
+        self._maybe_line()
 
-    def advance(self, *, retries: int = 0, error: bool = False, resumed: bool = False) -> None:
+    def advance(
+        self,
+        *,
+        retries: int = 0,
+        error: bool = False,
+        resumed: bool = False,
+        tokens: int = 0,
+        waited_s: float = 0.0,
+    ) -> None:
         self.done += 1
         self._row_retries += retries
         self.retries = max(self._row_retries, self._backend_retries)
         self.errors += int(error)
+        self.tokens += tokens
+        self.waited_s += waited_s
         if self._progress is None:
+            self._maybe_line()
             return
         task = self._progress.tasks[0]
         speed = task.speed
@@ -94,6 +150,7 @@ class RunProgress:
             advance=1,
             retries=self.retries,
             errors=self.errors,
+            tokens=f"{self.tokens:,}",
             speed_text=speed_text,
         )
 
