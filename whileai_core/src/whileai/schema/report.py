@@ -8,6 +8,7 @@ groups left out, a point estimate given without an interval.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -53,6 +54,14 @@ class Report(Mapping[str, Any]):
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython
         p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the same table, in a monospace block, escaped."""
+        body = html.escape(str(self))
+        return (
+            f'<div class="whileai-report" title="{html.escape(self.title)}">'
+            f'<pre style="font-family: monospace; white-space: pre;">{body}</pre></div>'
+        )
 
 
 def _plain(value: Any) -> Any:
