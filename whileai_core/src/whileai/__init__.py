@@ -47,6 +47,9 @@ _EXPORTS: dict[str, str] = {
     "simulate": "whileai.simulations.engine",
     "asimulate": "whileai.simulations.engine",
     "branch": "whileai.simulations.engine",
+    # training data out: rows as a GRPO trainer reads them, a reward function TRL calls
+    "export": "whileai.training",
+    "reward_function": "whileai.training",
     "abranch": "whileai.simulations.engine",
     "Simulation": "whileai.simulations.data",
     "RunKnobs": "whileai.simulations.defaults",
@@ -221,6 +224,8 @@ if TYPE_CHECKING:
     from whileai.simulations.engine import branch as branch
     from whileai.simulations.engine import simulate as simulate
     from whileai.simulations.workers import JobRunner as JobRunner
+    from whileai.training import export as export
+    from whileai.training import reward_function as reward_function
     from whileai.worlds import WorldDefaults as WorldDefaults
     from whileai.worlds import world_defaults as world_defaults
 

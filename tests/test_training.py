@@ -1,0 +1,119 @@
+"""Training data out, as an RL team uses it: a prompt dataset built with the real ``datasets``
+package, a reward function called the way TRL's GRPOTrainer calls one, grouped GRPO records and
+Parquet, none of them carrying the answer key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import whileai as wai
+from whileai.scoring import Verdict
+
+
+class Exact:
+    """A verifier: the completion's last word equals the reference."""
+
+    name = "Exact"
+    version = "1"
+
+    def verify(self, completion: str, reference: Any, prompt: str | None = None) -> Verdict:
+        words = completion.split()
+        if not words:
+            return Verdict.error("an empty completion")
+        return Verdict(1.0 if words[-1] == str(reference) else 0.0, "last word")
+
+
+def graded_rows() -> list[dict[str, Any]]:
+    rows = wai.rows(
+        ["What is 2 + 3?", "What is 7 * 6?"],
+        [["it is 5", "it is 4", "5"], ["42", "41", "it is 42"]],
+        Exact(),
+        references=["5", "42"],
+    )
+    return [dict(r) for r in rows.trajectories] if hasattr(rows, "trajectories") else list(rows)
+
+
+def test_a_dataset_and_a_reward_function_work_the_way_trl_uses_them() -> None:
+    datasets = pytest.importorskip("datasets")
+    rows = graded_rows()
+    dataset = wai.export(rows, "datasets", conversational=True)
+    assert isinstance(dataset, datasets.Dataset)
+    assert dataset.column_names == ["prompt", "task_id"]
+    shown = json.dumps(dataset.to_list())
+    assert "privileged" not in shown and "reference" not in shown
+    reward = wai.reward_function(Exact(), rows)
+    assert reward.__name__ == "whileai_Exact"
+    # GRPOTrainer: a batch of prompts, num_generations completions each, every other column of
+    # the dataset passed as a keyword list of the same length, plus its own keywords
+    batch = dataset[:2]
+    prompts = [p for p in batch["prompt"] for _ in range(2)]
+    task_ids = [t for t in batch["task_id"] for _ in range(2)]
+    completions = [
+        [{"role": "assistant", "content": "the answer is 5"}],
+        [{"role": "assistant", "content": "I think 6"}],
+        [{"role": "assistant", "content": "42"}],
+        [{"role": "assistant", "content": ""}],
+    ]
+    got = reward(
+        prompts=prompts,
+        completions=completions,
+        completion_ids=[[1, 2]] * 4,
+        task_id=task_ids,
+        trainer_state=None,
+    )
+    assert got == [1.0, 0.0, 1.0, None], "an ungradable completion is None, never 0"
+
+
+def test_grouped_records_and_parquet_carry_no_answer_key(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = graded_rows()
+    groups = wai.export(rows, shape="grpo", path=tmp_path / "groups.jsonl")
+    assert [g["rewards"] for g in groups] == [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0]]
+    assert groups[0]["completions"] == ["it is 5", "it is 4", "5"]
+    assert set(groups[0]) == {
+        "task_id",
+        "prompt",
+        "completions",
+        "rewards",
+        "logprobs",
+        "policy_versions",
+        "policy_version",
+    }
+    written = (tmp_path / "groups.jsonl").read_text()
+    assert "privileged" not in written and '"reference"' not in written
+    table = pq.read_table(wai.export(rows, "parquet", shape="rows", path=tmp_path / "rows.parquet"))
+    assert table.num_rows == 6 and "privileged" not in table.column_names
+
+
+def test_bad_input_is_named() -> None:
+    rows = graded_rows()
+    with pytest.raises(ValueError, match="shape must be one of trl, grpo, rows"):
+        wai.export(rows, shape="ppo")
+    with pytest.raises(ValueError, match="give path="):
+        wai.export(rows, "parquet")
+    with pytest.raises(ValueError, match="row 0: a row to export needs a 'prompt'"):
+        wai.export([{"final_text": "x"}])
+    reward = wai.reward_function(Exact(), rows)
+    with pytest.raises(ValueError, match="no task_id column"):
+        reward(prompts=["p"], completions=["5"])
+    with pytest.raises(ValueError, match="no reference for task ids"):
+        reward(prompts=["p"], completions=["5"], task_id=["unknown"])
+    exported = [json.loads(json.dumps(r)) for r in wai.export(rows, shape="rows")]
+    with pytest.raises(ValueError, match="has no references"):
+        wai.reward_function(Exact(), exported)
+
+
+def test_the_training_page_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    pytest.importorskip("datasets")
+    page = Path(__file__).resolve().parents[1] / "docs" / "training.md"
+    (block,) = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    exec(compile(block, str(page), "exec"), {})
+    assert capsys.readouterr().out.splitlines() == ["[1.0, 0.0]", "[1.0, 0.0]"]

@@ -1,0 +1,196 @@
+"""Training data out: rows as a GRPO trainer reads them, and a reward function it can call.
+
+``wai.export(rows, format=..., shape=...)`` writes rows in one of three shapes, each after the
+same export rules as every writer (nothing privileged leaves):
+
+- ``shape="trl"``: one record per task, ``{"prompt", "task_id"}``, the prompt dataset TRL's
+  ``GRPOTrainer`` samples from (``conversational=True`` makes the prompt a list of messages);
+  the answer key stays out of it and in the reward function.
+- ``shape="grpo"``: one record per group of a task's rollouts, ``{"task_id", "prompt",
+  "completions", "rewards", "logprobs", "policy_versions", "policy_version"}``, what an
+  offline GRPO step reads (``policy_version`` is the group's when its completions share one,
+  else None: a group sampled across policy versions is stale in part).
+- ``shape="rows"``: the rows as they are written to JSONL.
+
+and in one of three containers: ``"jsonl"`` (records, written to ``path`` when given),
+``"parquet"`` (``path`` required; pyarrow) and ``"datasets"`` (a Hugging Face
+``datasets.Dataset``). The last two need ``pip install whileai-core[training]``.
+
+``wai.reward_function(verifier, rows)`` is a reward function in TRL's convention,
+``reward_func(prompts, completions, **kwargs) -> list[float | None]``: TRL passes the dataset's
+other columns as keyword lists, so the ``task_id`` column finds each completion's reference in
+the answer key the function was built with (the rows' privileged block). A completion the
+verifier could not grade scores None, which TRL leaves out, never 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from whileai.registry import Registry, get_registry
+from whileai.schema.export import export_row
+
+SHAPES = ("trl", "grpo", "rows")
+FORMATS = ("jsonl", "parquet", "datasets")
+_INSTALL = "pip install 'whileai-core[training]' (datasets and pyarrow)"
+
+
+def _rows_of(rows: Any) -> list[Mapping[str, Any]]:
+    found = getattr(rows, "trajectories", None)
+    if found is None:
+        found = getattr(rows, "rows", rows)
+    if isinstance(found, Mapping) or not isinstance(found, Iterable):
+        raise TypeError(f"export() takes rows or a run, got {type(rows).__name__}")
+    out = list(found)
+    for i, row in enumerate(out):
+        if not isinstance(row, Mapping) or not isinstance(row.get("prompt"), str):
+            raise ValueError(f"row {i}: a row to export needs a 'prompt' (text)")
+    return out
+
+
+def _task(row: Mapping[str, Any]) -> str:
+    return str(row.get("task_id") or row.get("scenario_id") or row["prompt"])
+
+
+def _records(
+    rows: Sequence[Mapping[str, Any]], shape: str, conversational: bool
+) -> list[dict[str, Any]]:
+    cleaned = [export_row(r) for r in rows]
+    if shape == "rows":
+        return cleaned
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in cleaned:
+        groups.setdefault(_task(row), []).append(row)
+    out: list[dict[str, Any]] = []
+    for task_id, group in groups.items():
+        prompt: Any = group[0]["prompt"]
+        if conversational:
+            prompt = [{"role": "user", "content": prompt}]
+        if shape == "trl":
+            out.append({"prompt": prompt, "task_id": task_id})
+            continue
+        versions = [r.get("policy_version") for r in group]
+        out.append(
+            {
+                "task_id": task_id,
+                "prompt": prompt,
+                "completions": [str(r.get("final_text") or "") for r in group],
+                "rewards": [r.get("reward") for r in group],
+                "logprobs": [r.get("logprob") for r in group],
+                "policy_versions": versions,
+                "policy_version": versions[0] if len(set(versions)) == 1 else None,
+            }
+        )
+    return out
+
+
+def export(
+    rows: Any,
+    format: str = "jsonl",
+    *,
+    shape: str = "trl",
+    path: str | Path | None = None,
+    conversational: bool = False,
+) -> Any:
+    """Rows (or a run) as training data: the records (``"jsonl"``, also written to ``path``),
+    a Parquet file at ``path``, or a ``datasets.Dataset``. See the module's docstring."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    records = _records(_rows_of(rows), shape, conversational)
+    if format == "jsonl":
+        if path is not None:
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(
+                "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records),
+                encoding="utf-8",
+            )
+        return records
+    if format == "parquet":
+        if path is None:
+            raise ValueError("format='parquet' writes a file: give path=")
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ImportError(f"format='parquet' needs pyarrow: {_INSTALL}") from None
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(records), target)
+        return target
+    try:
+        import datasets
+    except ImportError:
+        raise ImportError(f"format='datasets' needs the datasets package: {_INSTALL}") from None
+    return datasets.Dataset.from_list(records)
+
+
+def _completion_text(completion: Any) -> str:
+    """TRL's completions are text, or (conversational) a list of messages: the last message's
+    content is the answer."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], Mapping):
+        return str(completion[-1].get("content") or "")
+    raise TypeError(f"a completion is text or a list of messages, got {completion!r}")
+
+
+def reward_function(
+    verifier: Any,
+    rows: Any = None,
+    *,
+    references: Mapping[str, Any] | None = None,
+    registry: Registry | None = None,
+) -> Callable[..., list[float | None]]:
+    """A reward function TRL's GRPOTrainer can call, grading with ``verifier`` (an object with
+    ``verify(completion, reference, prompt)``, or a registered verifier's name) against the
+    references of ``rows`` (their privileged block) or ``references`` ({task_id: reference})."""
+    resolved = verifier
+    if isinstance(verifier, str):
+        resolved = get_registry(registry).resolve("verifier", verifier)
+    if not callable(getattr(resolved, "verify", None)):
+        raise TypeError(
+            f"reward_function needs a verifier (verify(completion, reference)), got {verifier!r}"
+        )
+    answer_key: dict[str, Any] = dict(references or {})
+    for row in _rows_of(rows) if rows is not None else []:
+        reference = (row.get("privileged") or {}).get("reference")
+        if reference is not None:
+            answer_key.setdefault(_task(row), reference)
+    if not answer_key:
+        raise ValueError(
+            "reward_function has no references: pass rows that carry them (in memory, with their "
+            "privileged block) or references={task_id: reference}"
+        )
+    name = str(getattr(resolved, "name", type(resolved).__name__))
+
+    def reward(
+        prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float | None]:
+        task_ids = kwargs.get("task_id")
+        if task_ids is None:
+            raise ValueError(
+                "the dataset has no task_id column: build it with wai.export(rows, shape='trl')"
+            )
+        if len(task_ids) != len(completions):
+            raise ValueError(f"{len(task_ids)} task ids for {len(completions)} completions")
+        missing = sorted({str(t) for t in task_ids if str(t) not in answer_key})
+        if missing:
+            raise ValueError(f"no reference for task ids {missing[:5]}")
+        pairs = [
+            (_completion_text(c), answer_key[str(t)])
+            for c, t in zip(completions, task_ids, strict=True)
+        ]
+        many = getattr(resolved, "verify_many", None)
+        verdicts = many(pairs) if callable(many) else [resolved.verify(c, r) for c, r in pairs]
+        return [
+            float(v.reward) if v.status == "ok" and v.reward is not None else None for v in verdicts
+        ]
+
+    reward.__name__ = f"whileai_{name}"  # TRL logs each reward function by its name
+    return reward
