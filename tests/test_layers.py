@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # and how any world's faults look
     ("executors", "graders", "build_rows", "measure", "response_cache", "faults"),
     # the entry points a user calls
-    ("simulations", "judging", "ranking", "training"),
+    ("simulations", "judging", "ranking", "training", "importers"),
     # the command line's subcommands, then the command line and the shared test doubles
     ("commands",),
     ("cli", "testing"),

@@ -259,3 +259,19 @@ def test_rank_adds_quality_within_each_task_with_a_plugin_judge(
     quality = [json.loads(x)["quality"] for x in ranked.read_text().splitlines()]
     assert quality == sorted(quality) and quality[0] < quality[-1]
     assert "report" in json.loads(out)
+
+
+def test_import_turns_another_tools_log_into_a_rows_file_report_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    samples = HERE.parent / "importers" / "samples" / "tau_bench_results.json"
+    out = tmp_path / "tau.jsonl"
+    code, printed, err = cli(capsys, "import", str(samples), "--output", str(out), "--json")
+    assert code == 0, err
+    assert json.loads(printed) == {"format": "tau_bench", "rows": 3, "tasks": 2, "output": str(out)}
+    code, printed, _ = cli(capsys, "report", str(out), "--json")
+    assert code == 0 and json.loads(printed)["pass_at"]["pass_at_1"] == 0.75
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"foo": 1}\n')
+    code, _, err = cli(capsys, "import", str(odd), "--output", str(out))
+    assert code == 2 and "not a file wai.load reads" in err

@@ -49,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "branch": "whileai.simulations.engine",
     # training data out: rows as a GRPO trainer reads them, a reward function TRL calls
     "export": "whileai.training",
+    # other tools' logs in: Inspect AI, lm-evaluation-harness, tau-bench, verifiers
+    "load": "whileai.importers",
     "reward_function": "whileai.training",
     "abranch": "whileai.simulations.engine",
     "Simulation": "whileai.simulations.data",
@@ -107,6 +109,7 @@ if TYPE_CHECKING:
     from whileai.executors import (
         error_row as error_row,
     )
+    from whileai.importers import load as load
     from whileai.judging import ScoredData as ScoredData
     from whileai.judging.evaluate import evaluate as evaluate
     from whileai.judging.grade import grade as grade

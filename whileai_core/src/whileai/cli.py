@@ -79,6 +79,12 @@ def _rowtool(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _import(args: argparse.Namespace) -> int:
+    from whileai.commands.importing import import_command
+
+    return import_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
@@ -106,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="real simulate() runs offline on the embedded model", formatter_class=formatter
     )
-    from whileai.commands import compare, report, rowtools, run
+    from whileai.commands import compare, importing, report, rowtools, run
     from whileai.simulations.demo import add_arguments
 
     add_arguments(demo)
@@ -115,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("run", run, _run, "run the simulate() call a TOML config describes"),
         ("report", report, _report, "what a run measured, from its rows file"),
         ("compare", compare, _compare, "B against A, paired by task, against a noise floor"),
+        (
+            "import",
+            importing,
+            _import,
+            "another tool's log (Inspect, lm-eval, tau-bench, ...) as rows",
+        ),
     ):
         command = sub.add_parser(name, help=text, formatter_class=formatter)
         module.add_arguments(command)

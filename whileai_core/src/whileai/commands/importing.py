@@ -1,0 +1,45 @@
+"""``whileai import LOG --output ROWS``: another tool's log as our rows file."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+from whileai.commands.common import OK, UsageError, print_json
+from whileai.schema.files import write_rows
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from whileai.importers import FORMATS
+
+    parser.add_argument(
+        "log", help="an Inspect AI log, lm-eval samples, tau-bench or verifiers results"
+    )
+    parser.add_argument("--output", required=True, help="the rows file to write")
+    parser.add_argument(
+        "--format", default=None, choices=FORMATS, help="the tool (default: detected)"
+    )
+    parser.add_argument("--json", action="store_true", help="print what was read as JSON only")
+
+
+def import_command(args: argparse.Namespace) -> int:
+    from whileai.importers import detect, load
+
+    if not Path(args.log).is_file():
+        raise UsageError(f"{args.log}: no such file")
+    try:
+        chosen = args.format or detect(args.log)
+        rows = load(args.log, format=chosen)
+    except (ValueError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+    write_rows(Path(args.output), rows)
+    tasks = Counter(str(r["task_id"]) for r in rows)
+    summary = {"format": chosen, "rows": len(rows), "tasks": len(tasks), "output": args.output}
+    if args.json:
+        print_json(summary)
+    else:
+        print(
+            f"{len(rows)} rows ({len(tasks)} tasks) read from {args.log} ({chosen}) into {args.output}"
+        )
+    return OK

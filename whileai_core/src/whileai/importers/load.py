@@ -1,0 +1,87 @@
+"""``wai.load(path, format=None)``: a file another tool (or we) wrote, as rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from whileai.importers import inspect_logs, lm_eval, tau_bench, verifiers_results
+from whileai.schema.files import read_jsonl
+
+FORMATS = ("inspect", "lm_eval", "tau_bench", "verifiers", "whileai")
+
+
+def _first_record(path: Path) -> Any:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    return None
+    return None
+
+
+def detect(path: str | Path) -> str:
+    """Which tool wrote ``path``, from its name and its first record; a ValueError when it
+    is none this module reads."""
+    target = Path(path)
+    if target.suffix == ".eval":
+        return "inspect"
+    if target.suffix == ".parquet":
+        return "whileai"
+    if target.suffix == ".json":
+        data = json.loads(target.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "eval" in data and "samples" in data:
+            return "inspect"
+        if isinstance(data, dict) and "simulations" in data:
+            return "tau_bench"
+        if isinstance(data, list) and data and isinstance(data[0], dict) and "traj" in data[0]:
+            return "tau_bench"
+    if target.suffix == ".jsonl":
+        first = _first_record(target)
+        if isinstance(first, dict):
+            if "doc_id" in first and ("resps" in first or "filtered_resps" in first):
+                return "lm_eval"
+            if "completion" in first and "prompt" in first and "reward" in first:
+                return "verifiers"
+            if "prompt" in first and ("final_text" in first or "schema_version" in first):
+                return "whileai"
+    raise ValueError(
+        f"{path}: not a file wai.load reads; formats are {', '.join(FORMATS)} "
+        "(name one with format= if the file's name hides it)"
+    )
+
+
+def _ours(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ImportError(
+                "reading Parquet needs pyarrow: pip install 'whileai-core[training]'"
+            ) from None
+        return [dict(r) for r in pq.read_table(path).to_pylist()]
+    return read_jsonl(path, what="rows").rows
+
+
+READERS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
+    "inspect": inspect_logs.read,
+    "lm_eval": lm_eval.read,
+    "tau_bench": tau_bench.read,
+    "verifiers": verifiers_results.read,
+    "whileai": _ours,
+}
+
+
+def load(path: str | Path, format: str | None = None) -> list[dict[str, Any]]:
+    """The rows of ``path``: another tool's per-sample output, or our own rows."""
+    target = Path(path)
+    if not target.is_file():
+        raise FileNotFoundError(f"wai.load: no such file {str(target)!r}")
+    chosen = format or detect(target)
+    if chosen not in READERS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {chosen!r}")
+    return READERS[chosen](target)
