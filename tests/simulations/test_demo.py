@@ -50,3 +50,9 @@ def test_demo_runs_offline_on_the_embedded_model(tmp_path: Path) -> None:
         side = json.loads((out / world / "rows.meta.json").read_text())
         assert side["complete"] is True
         assert side["report"]["world"]["name"] == world
+    # the README's next steps on the demo's output: report a run, compare two
+    from whileai.cli import main
+
+    assert main(["report", str(out / "bank" / "rows.jsonl"), "--json"]) == 0
+    rows = str(out / "bank" / "rows.jsonl")
+    assert main(["compare", rows, rows, "--json"]) == 0
