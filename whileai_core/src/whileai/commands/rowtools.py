@@ -61,11 +61,15 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _finish(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], report: Any) -> int:
     write_rows(Path(args.output), rows)
+    return _say(args, len(rows), report)
+
+
+def _say(args: argparse.Namespace, written: int, report: Any) -> int:
     if args.json:
-        print_json({"output": args.output, "rows": len(rows), "report": report.to_dict()})
+        print_json({"output": args.output, "rows": written, "report": report.to_dict()})
     else:
         print(report)
-        print(f"\n{len(rows)} rows in {args.output}")
+        print(f"\n{written} rows in {args.output}")
     return OK
 
 
@@ -78,13 +82,7 @@ def grade_command(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     scored.save(args.output)
-    report = scored.report()
-    if args.json:
-        print_json({"output": args.output, "rows": len(scored.rows), "report": report.to_dict()})
-    else:
-        print(report)
-        print(f"\n{len(scored.rows)} graded rows in {args.output}")
-    return OK
+    return _say(args, len(scored.rows), scored.report())
 
 
 def select_command(args: argparse.Namespace) -> int:

@@ -3,13 +3,29 @@ provenance every imported row carries."""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 #: Inspect's (and others') letter grades: correct, incorrect, partial, no answer.
 LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+
+
+def json_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each non-blank line of a JSON Lines file, with where it is (``file, line N``)."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{where}: not JSON: {exc}") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: a record is a JSON object, got {type(record).__name__}")
+        yield where, record
 
 
 def reward_of(value: Any, where: str) -> float | None:

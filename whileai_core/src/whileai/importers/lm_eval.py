@@ -4,12 +4,11 @@ as lm-eval 0.4 writes them: ``doc_id``, ``doc``, ``target``, ``arguments``, ``re
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from whileai.importers.common import provenance, reward_of, row
+from whileai.importers.common import json_lines, provenance, reward_of, row
 
 #: What lm-eval calls the file: ``samples_<task>_<timestamp>.jsonl``.
 _NAME = re.compile(r"samples_(?P<task>.+?)_\d{4}-\d{2}-\d{2}T[\d\-.:]+\.jsonl$")
@@ -41,14 +40,7 @@ def read(path: Path, metric: str | None = None) -> list[dict[str, Any]]:
     named = _NAME.search(path.name)
     task = named.group("task") if named else path.stem
     out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{where}: not JSON: {exc}") from None
+    for where, record in json_lines(path):
         metrics = record.get("metrics") or [
             k for k in ("exact_match", "acc", "acc_norm", "pass@1") if k in record
         ]

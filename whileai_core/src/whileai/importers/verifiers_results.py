@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from whileai.importers.common import first, last, provenance, reward_of, row, text_of
+from whileai.importers.common import first, json_lines, last, provenance, reward_of, row, text_of
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -17,14 +17,7 @@ def read(path: Path) -> list[dict[str, Any]]:
     env = str(meta.get("env") or "verifiers")
     seen: dict[str, int] = {}
     out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{where}: not JSON: {exc}") from None
+    for where, record in json_lines(path):
         prompt, completion = record.get("prompt"), record.get("completion")
         task_id = f"{env}:{record.get('task', 'default')}:{record.get('id')}"
         repeat = seen.get(task_id, 0)
