@@ -139,10 +139,9 @@ def _within_budget(state: _RunState) -> bool:
     spent = state.costs.spent(state.backends, state.before)
     if spent is None or spent < state.budget_usd:
         return True
-    state.stopped = (
-        f"budget_usd={state.budget_usd:g} reached: ${spent:.4f} spent when "
-        f"{len(state.trajectories)} of {state.total} rollouts had finished"
-    )
+    # rollouts already started finish and are counted when the run ends, not here: a row that
+    # finished may not have reached the driver yet
+    state.stopped = f"budget_usd={state.budget_usd:g} reached: ${spent:.4f} spent"
     return False
 
 
@@ -930,6 +929,10 @@ def _report(
                 + str(state.costs.table.date)
                 + "), so their cost is None, not 0: add them with advanced={'prices': {...}}.",
             )
+    if state.stopped:
+        state.stopped = (
+            f"{state.stopped}; {len(state.trajectories)} of {state.total} rollouts finished"
+        )
     fields["stopped"] = state.stopped
     fields["failures"] = owner_shares(state.trajectories)
     if state.stopped:
