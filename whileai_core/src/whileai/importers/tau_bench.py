@@ -22,17 +22,14 @@ def read(path: Path) -> list[dict[str, Any]]:
         where = f"{path}: result {i}"
         if not isinstance(result, dict) or "traj" not in result:
             raise ValueError(f"{where}: not an EnvRunResult (task_id, reward, info, traj, trial)")
-        traj = result.get("traj") or []
         out.append(
-            row(
-                prompt=first(traj, "user"),
-                final_text=last(traj, "assistant"),
-                reward=reward_of(result.get("reward"), where),
+            _chat_row(
+                result.get("traj") or [],
+                reward_of(result.get("reward"), where),
                 task_id=f"tau_bench:{result.get('task_id')}",
-                repeat=int(result.get("trial") or 0),
+                trial=result.get("trial"),
                 tool="tau_bench",
                 source=provenance("tau_bench", "EnvRunResult", path),
-                messages=[m for m in traj if isinstance(m, dict)],
             )
         )
     return out
@@ -45,15 +42,13 @@ def _tau2(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for i, sim in enumerate(data["simulations"]):
         where = f"{path}: simulation {i}"
-        messages = sim.get("messages") or []
         reward_info = sim.get("reward_info") or {}
         out.append(
-            row(
-                prompt=first(messages, "user"),
-                final_text=last(messages, "assistant"),
-                reward=reward_of(reward_info.get("reward"), where),
+            _chat_row(
+                sim.get("messages") or [],
+                reward_of(reward_info.get("reward"), where),
                 task_id=f"{domain}:{sim.get('task_id')}",
-                repeat=int(sim.get("trial") or 0),
+                trial=sim.get("trial"),
                 tool="tau2_bench",
                 source=provenance(
                     "tau2_bench",
@@ -63,7 +58,31 @@ def _tau2(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
                     termination_reason=sim.get("termination_reason"),
                 ),
                 model=str(agent) if agent else None,
-                messages=[m for m in messages if isinstance(m, dict)],
             )
         )
     return out
+
+
+def _chat_row(
+    messages: list[Any],
+    reward: float | None,
+    *,
+    task_id: str,
+    trial: Any,
+    tool: str,
+    source: dict[str, Any],
+    model: str | None = None,
+) -> dict[str, Any]:
+    """One trial's chat as a row: the first user turn the prompt, the last agent turn the
+    answer, the trial the repeat."""
+    return row(
+        prompt=first(messages, "user"),
+        final_text=last(messages, "assistant"),
+        reward=reward,
+        task_id=task_id,
+        repeat=int(trial or 0),
+        tool=tool,
+        source=source,
+        model=model,
+        messages=[m for m in messages if isinstance(m, dict)],
+    )
