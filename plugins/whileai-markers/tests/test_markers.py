@@ -41,7 +41,7 @@ def rollout(**extra: Any) -> dict[str, Any]:
 
 def test_every_builtin_marker_is_registered(registry: Registry) -> None:
     assert set(registry.names("marker")) >= {
-        "refusal", "tool_errors", "length", "turns", "truncated", "gave_up",
+        "refusal", "tool_errors", "faults_met", "length", "turns", "truncated", "gave_up",
     }  # fmt: skip
 
 
@@ -91,6 +91,23 @@ def test_tool_errors_counts_failed_and_faulted_results(registry: Registry) -> No
     assert tool_errors(refused) == 3
     assert tool_errors(rollout(steps=[])) == 0
     assert tool_errors({"prompt": "p", "final_text": "x"}) is None
+
+
+def test_faults_met_counts_what_the_fault_plan_shaped_not_the_agents_own_errors(
+    registry: Registry,
+) -> None:
+    faults_met = marker(registry, "faults_met")
+    # no faults list: the tool steps' fault keys (the timeout and the malformed payload)
+    assert faults_met(rollout()) == 2
+    refused = rollout()
+    refused["steps"].append(
+        {"role": "tool", "name": "refund_order", "content": '{"error": "no order Z1"}'}
+    )
+    assert faults_met(refused) == 2  # an error the agent's own call met is no fault
+    # an exported row's faults list is the record
+    assert faults_met(rollout(faults=[{"step": 1, "tool": "get_order", "kind": "timeout"}])) == 1
+    assert faults_met(rollout(faults=[])) == 0
+    assert faults_met({"prompt": "p", "final_text": "x"}) is None
 
 
 def test_length_is_the_final_answers_characters(registry: Registry) -> None:

@@ -130,6 +130,27 @@ class ToolErrors:
 
 
 @attrs.frozen
+class FaultsMet:
+    """How many of the rollout's tool results the world's fault plan shaped (timeouts, errors,
+    rate limits, stale, partial or malformed data): the row's ``faults`` list, or, for a row
+    without one, its tool steps carrying a ``fault`` key. With ``tool_errors`` beside it, a
+    comparison of faults off against on separates what the faults did from the errors the
+    agent's own calls met. ``None`` for a row with neither (nothing says whether tools ran)."""
+
+    name: str = "faults_met"
+    version: str = "1"
+
+    def __call__(self, row: Mapping[str, Any]) -> int | None:
+        faults = row.get("faults")
+        if isinstance(faults, list | tuple):
+            return len(faults)
+        steps = _steps(row)
+        if steps is None:
+            return None
+        return sum(1 for s in steps if s.get("role") == "tool" and s.get("fault"))
+
+
+@attrs.frozen
 class Length:
     """Characters in the agent's final answer. ``None`` for a row with no final answer."""
 
@@ -215,6 +236,7 @@ def _user_statuses(steps: Iterable[Mapping[str, Any]]) -> Iterable[str]:
 MARKERS: dict[str, type[Any]] = {
     "refusal": Refusal,
     "tool_errors": ToolErrors,
+    "faults_met": FaultsMet,
     "length": Length,
     "turns": Turns,
     "truncated": Truncated,

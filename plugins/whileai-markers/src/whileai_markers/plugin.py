@@ -9,6 +9,7 @@ from whileai_markers.markers import MARKERS
 DESCRIPTIONS: dict[str, str] = {
     "refusal": "the final answer refuses the request (documented pattern list)",
     "tool_errors": "tool results that came back as an error or with a fault",
+    "faults_met": "tool results the world's fault plan shaped",
     "length": "characters in the final answer",
     "turns": "agent turns",
     "truncated": "a turn was cut at the token cap",
