@@ -30,6 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # what runs on the kinds: the executor contract, graders, rows from outputs, measurements
     # and how any world's faults look
     ("executors", "graders", "build_rows", "measure", "response_cache", "faults"),
+    # the HTML report, laid out from the measurements
+    ("viewing",),
     # the entry points a user calls
     ("simulations", "judging", "ranking", "training", "importers"),
     # the command line's subcommands, then the command line and the shared test doubles
@@ -138,7 +140,7 @@ def test_the_walk_catches_an_upward_import(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(sys.modules[__name__], "SOURCE", fake)
     assert upward_imports() == [
         "whileai/schema/records.py:2 imports whileai.simulations.engine "
-        "(whileai/simulations/engine.py): upward, from layer 0 (schema) to layer 4 (simulations)"
+        "(whileai/simulations/engine.py): upward, from layer 0 (schema) to layer 5 (simulations)"
     ]
 
 

@@ -49,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "branch": "whileai.simulations.engine",
     # training data out: rows as a GRPO trainer reads them, a reward function TRL calls
     "export": "whileai.training",
+    # the static HTML report of a run (and of a comparison)
+    "html_report": "whileai.viewing",
     # other tools' logs in: Inspect AI, lm-evaluation-harness, tau-bench, verifiers
     "load": "whileai.importers",
     "reward_function": "whileai.training",
@@ -229,6 +231,7 @@ if TYPE_CHECKING:
     from whileai.simulations.workers import JobRunner as JobRunner
     from whileai.training import export as export
     from whileai.training import reward_function as reward_function
+    from whileai.viewing import html_report as html_report
     from whileai.worlds import WorldDefaults as WorldDefaults
     from whileai.worlds import world_defaults as world_defaults
 

@@ -69,6 +69,12 @@ def _compare(args: argparse.Namespace) -> int:
     return compare_command(args)
 
 
+def _view(args: argparse.Namespace) -> int:
+    from whileai.commands.view import view_command
+
+    return view_command(args)
+
+
 def _rowtool(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         from whileai.commands import rowtools
@@ -112,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="real simulate() runs offline on the embedded model", formatter_class=formatter
     )
-    from whileai.commands import compare, importing, report, rowtools, run
+    from whileai.commands import compare, importing, report, rowtools, run, view
     from whileai.simulations.demo import add_arguments
 
     add_arguments(demo)
@@ -121,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("run", run, _run, "run the simulate() call a TOML config describes"),
         ("report", report, _report, "what a run measured, from its rows file"),
         ("compare", compare, _compare, "B against A, paired by task, against a noise floor"),
+        (
+            "view",
+            view,
+            _view,
+            "write the run's HTML report (plots, transcripts) and print its path",
+        ),
         (
             "import",
             importing,

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
+from whileai.schema.provenance import RUN_PROVENANCE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,21 +36,7 @@ def summary(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
         "cost": side_report.get("cost"),
         "warnings": list(meta.get("warnings") or []),
         "complete": meta.get("complete"),
-        "provenance": {
-            k: (meta.get("metadata") or {}).get(k)
-            for k in (
-                "run_id",
-                "created",
-                "whileai_version",
-                "agent_model",
-                "model_version",
-                "user_model",
-                "writer_model",
-                "judge",
-                "world",
-                "system_prompt_sha",
-            )
-        },
+        "provenance": {k: (meta.get("metadata") or {}).get(k) for k in RUN_PROVENANCE},
     }
 
 

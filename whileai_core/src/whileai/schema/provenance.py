@@ -1,10 +1,29 @@
 """Who made a row, read the same way everywhere: whether the judge's model is the model that
-wrote the row (``wai.grade``, ``wai.run_judge`` and ``judge_trust`` all decide it here)."""
+wrote the row (``wai.grade``, ``wai.run_judge`` and ``judge_trust`` all decide it here), and
+which of a run's metadata keys say where it came from."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+#: A run's metadata keys that say where it came from, in the order a reader checks them
+#: (``whileai report`` and the HTML report both show these).
+RUN_PROVENANCE: tuple[str, ...] = (
+    "run_id",
+    "created",
+    "whileai_version",
+    "agent_model",
+    "model_version",
+    "user_model",
+    "writer_model",
+    "judge",
+    "judge_model",
+    "world",
+    "system_prompt_sha",
+    "planned_rollouts",
+    "replayed_from_run",
+)
 
 
 def model_names(value: Any) -> set[str]:
