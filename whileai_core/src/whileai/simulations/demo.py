@@ -1,10 +1,13 @@
-"""``whileai demo``: real simulate() runs, offline, on the embedded model.
+"""``whileai demo``: real simulate() runs, offline, on the embedded model, measuring faults.
 
 The embedded model (SmolLM2-135M) plays both the agent and the simulated user in each built-in
-world in turn (the shop, then the bank) with faults on; the worlds' templates write the
-situations, because a 135M model writes poor ones. Every rollout is graded by its world's own
-checks. Each run's report (pass@1 with its interval, pass^k, fault counts, warnings) is
-printed, and its rows and sidecar are written to a folder of their own.
+world in turn (the shop, then the bank); the worlds' templates write the situations, because a
+135M model writes poor ones. In each world the same situations run twice, with the mock world's
+faults off and then on, every rollout graded by the world's own checks. The demo prints each
+run's report, then the paired comparison of the two on the tool-error marker (and every other
+marker and the reward) with intervals over situations, and writes the HTML report of the
+comparison. A 135M model seldom passes, so the reward barely moves; what faults do to its tool
+calls does.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ EMBEDDED = "local:smollm2"
 #: Short replies and few tool rounds keep the demo to a few minutes on two cores; the
 #: 135M model rambles and loops on tools when let.
 DEMO_KNOBS = {"agent_max_tokens": 96, "user_max_tokens": 48, "max_tool_rounds": 1}
-#: The built-in worlds, one run each: two domains of different shape under one engine.
+#: The built-in worlds, one comparison each: two domains of different shape under one engine.
 DEMO_WORLDS = ("shop", "bank")
+#: The comparison's headline: what the injected faults move even when no rollout passes.
+DEMO_PROXY = "marker:tool_errors"
 
 
 @contextlib.contextmanager
@@ -53,14 +58,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        help="folder for rows.jsonl and rows.meta.json (default runs/demo-<UTC timestamp>)",
+        help="folder for the runs and reports (default runs/demo-<UTC timestamp>)",
     )
     parser.add_argument(
-        "--situations", type=int, default=2, help="unique situations in each world (2)"
+        "--situations", type=int, default=4, help="unique situations in each world (4)"
     )
-    parser.add_argument("--repeats", type=int, default=4, help="rollouts per situation (4)")
-    parser.add_argument("--fault-rate", type=float, default=0.2, help="tool fault rate (0.2)")
-    parser.add_argument("--max-turns", type=int, default=2, help="agent turns per rollout (2)")
+    parser.add_argument("--repeats", type=int, default=2, help="rollouts per situation (2)")
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.5, help="tool fault rate of the faults-on run (0.5)"
+    )
+    parser.add_argument("--max-turns", type=int, default=1, help="agent turns per rollout (1)")
     parser.add_argument("--seed", type=int, default=0, help="run seed (0)")
     parser.add_argument("--model", default=EMBEDDED, help=f"agent and user model spec ({EMBEDDED})")
     parser.add_argument(
@@ -71,8 +78,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args: argparse.Namespace, *, registry: Any = None) -> int:
-    from whileai.simulations.engine import simulate
-
     worlds = [w.strip() for w in str(args.worlds).split(",") if w.strip()]
     if not worlds:
         raise SystemExit("whileai demo: --worlds names no world")
@@ -80,33 +85,53 @@ def run_demo(args: argparse.Namespace, *, registry: Any = None) -> int:
     folder = Path(args.out) if args.out else Path("runs") / f"demo-{stamp}"
     print(
         f"whileai demo: in each of {', '.join(worlds)}, {args.situations} situations x "
-        f"{args.repeats} repeats, faults at {args.fault_rate}, agent and simulated user both "
-        f"{args.model} (offline).\n"
+        f"{args.repeats} repeats with faults off, then the same situations with faults at "
+        f"{args.fault_rate}; agent and simulated user both {args.model} (offline).\n"
         "Situations are written from each world's templates, not by a model: a 135M model "
         "writes poor ones.\n",
         flush=True,
     )
     for world in worlds:
-        output = folder / world / "rows.jsonl"
-        print(f"== {world} ==", flush=True)
-        start = time.perf_counter()
-        with kept_std_streams():
-            data = simulate(
-                agent_model=args.model,
-                user_model=args.model,
-                simulator="template",
-                unique_situations=args.situations,
-                rollouts_per_request=args.repeats,
-                fault_rate=args.fault_rate,
-                max_turns=args.max_turns,
-                max_tool_calls=4,
-                seed=args.seed,
-                output=str(output),
-                registry=registry,
-                advanced={**DEMO_KNOBS, "world": world},
-            )
-        seconds = time.perf_counter() - start
-        print(data.report())
-        print(f"\n{len(data.rows)} rollouts in {seconds:.0f} s; rows: {output}")
-        print(f"sidecar: {output.with_suffix('.meta.json')}\n")
+        runs = {}
+        for label, rate in (("faults-off", 0.0), ("faults-on", args.fault_rate)):
+            print(f"== {world}, {label} ==", flush=True)
+            runs[label] = _run(args, world, rate, folder / world / label / "rows.jsonl", registry)
+        _compare(world, runs["faults-off"], runs["faults-on"], folder / world / "report.html")
     return 0
+
+
+def _run(args: argparse.Namespace, world: str, rate: float, output: Path, registry: Any) -> Any:
+    from whileai.simulations.engine import simulate
+
+    start = time.perf_counter()
+    with kept_std_streams():
+        data = simulate(
+            agent_model=args.model,
+            user_model=args.model,
+            simulator="template",
+            unique_situations=args.situations,
+            rollouts_per_request=args.repeats,
+            fault_rate=rate,
+            max_turns=args.max_turns,
+            max_tool_calls=4,
+            seed=args.seed,
+            output=str(output),
+            registry=registry,
+            advanced={**DEMO_KNOBS, "world": world},
+        )
+    seconds = time.perf_counter() - start
+    print(data.report())
+    print(f"\n{len(data.rows)} rollouts in {seconds:.0f} s; rows: {output}\n", flush=True)
+    return data
+
+
+def _compare(world: str, off: Any, on: Any, page: Path) -> None:
+    from whileai.measure.compare import compare_runs
+    from whileai.viewing import html_report
+
+    print(f"== {world}: faults on against faults off, paired by situation ==")
+    print(compare_runs(off.rows, on.rows, proxy=DEMO_PROXY))
+    written = html_report(
+        on, page, baseline=off, proxy=DEMO_PROXY, title=f"whileai demo: {world}, faults on vs off"
+    )
+    print(f"\nHTML report: {written}\n", flush=True)
