@@ -137,7 +137,14 @@ def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
     seen: set[str] = set()
     dropped: list[int] = []
     for i, row in enumerate(rows):
-        lineage = row.get("lineage") if isinstance(row, Mapping) else None
+        # a plain dict is what nearly every row is: no ABC check for it (this loop runs on
+        # every measurement's rows)
+        if type(row) is dict:
+            lineage = row.get("lineage")
+        else:
+            lineage = row.get("lineage") if isinstance(row, Mapping) else None
+        if lineage is None:
+            continue
         key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
         if isinstance(key, str):
             if key in seen:
