@@ -4,10 +4,11 @@
     python3 dev.py bench bench_pass_at --quick    # 10,000 tasks x 8 repeats
 
 Both work on the same rows: whileai reads them itself (validation, grouping, pass@1, pass^k,
-pass@k and three percentile bootstrap intervals over tasks); scipy is handed the per-task pass
-rates already computed, and bootstraps the pass@1 interval alone (percentile method, the same
-number of resamples, vectorised in batches so its memory stays bounded). The two pass@1
-intervals must agree within Monte Carlo error before the speed ratio is printed. Then the peak
+pass@k and their three intervals over tasks, analytic since they were made to cover at small
+sizes: docs/measure-rates.md); scipy is handed the per-task pass rates already computed, and
+bootstraps the pass@1 interval alone (percentile method, the same
+number of resamples, vectorised in batches so its memory stays bounded). At this many tasks the
+two pass@1 intervals must agree within Monte Carlo error before the speed ratio is printed. Then the peak
 memory of pass_at on 1,000,000 rows (traced Python allocations, and the process RSS growth).
 """
 

@@ -34,23 +34,52 @@ def arm(
 
 BASE = {"t1": [1, 0, 1, 1], "t2": [0, 0, 1, 0], "t3": [1, 1, 1, 1], "t4": [1, 0, 1, 1]}
 TUNED = {"t1": [1, 1, 1, 1], "t2": [1, 1, 1, 0], "t3": [1, 1, 1, 1], "t4": [1, 1, 1, 1]}
+# the same change over 16 tasks: enough for the interval to exclude 0
+BASE_16 = {f"{task}-{copy}": scores for copy in range(4) for task, scores in BASE.items()}
+TUNED_16 = {f"{task}-{copy}": scores for copy in range(4) for task, scores in TUNED.items()}
 
 
-def test_delta_is_the_mean_paired_difference_with_a_bootstrap_interval() -> None:
+def test_delta_is_the_mean_paired_difference_with_a_t_interval() -> None:
     report = wai.compare(arm(BASE), arm(TUNED))
     per_task = np.array([1 - 0.75, 0.75 - 0.25, 0.0, 1 - 0.75])
     assert report.headline == "reward"
     assert report.delta == pytest.approx(per_task.mean())
     assert report.metrics["reward"].mean_a == pytest.approx(0.6875)
     assert report.metrics["reward"].mean_b == pytest.approx(0.9375)
-    theirs = stats.bootstrap(
-        (per_task,), np.mean, method="percentile", n_resamples=20_000, random_state=0
-    ).confidence_interval
-    assert report.ci95 is not None
-    assert report.ci95[0] == pytest.approx(theirs.low, abs=0.02)
-    assert report.ci95[1] == pytest.approx(theirs.high, abs=0.02)
+    theirs = stats.t.interval(0.95, 3, loc=per_task.mean(), scale=stats.sem(per_task))
+    assert report.ci95 == pytest.approx(theirs)
+    # four tasks: the t quantile is 3.18, the interval reaches below 0, and the report says why
+    assert report.verdict == "unclear"
+    assert any("4 tasks, fewer than 10: the interval is wide" in n for n in report.notes)
+
+
+def test_a_change_shown_over_enough_tasks_is_a_gain() -> None:
+    report = wai.compare(arm(BASE_16), arm(TUNED_16))
+    per_task = np.array([1 - 0.75, 0.75 - 0.25, 0.0, 1 - 0.75] * 4)
+    theirs = stats.t.interval(0.95, 15, loc=per_task.mean(), scale=stats.sem(per_task))
+    assert report.ci95 == pytest.approx(theirs)
     assert report.verdict == "gain"
-    assert "b is higher" in str(report)
+    assert "b is higher; the interval excludes 0" in str(report)
+    assert not any("fewer than 10" in n for n in report.notes)
+
+
+def test_a_gain_from_few_tasks_says_so_where_it_is_called() -> None:
+    small = {f"t{i}": [0, 0, 0, 0] for i in range(6)}
+    better = {f"t{i}": [1, 1, 1, 1] if i % 3 else [1, 1, 1, 0] for i in range(6)}
+    report = wai.compare(arm(small), arm(better))
+    assert report.verdict == "gain"
+    assert "the interval excludes 0, from 6 tasks only" in str(report)
+    assert any("6 tasks, fewer than 10" in n for n in report.notes)
+
+
+def test_tasks_that_all_moved_alike_still_get_an_interval_not_a_point() -> None:
+    same = {f"t{i}": [0, 0, 0, 0] for i in range(5)}
+    report = wai.compare(arm(same), arm(same))
+    assert report.delta == 0.0
+    assert report.ci95 is not None
+    low, high = report.ci95
+    assert low < -0.1 and high > 0.1  # five all-fail tasks cannot rule out a real difference
+    assert report.verdict == "unclear"
 
 
 def test_pairing_uses_shared_tasks_and_counts_the_rest() -> None:
@@ -89,11 +118,11 @@ def test_every_shared_marker_gets_a_line_and_a_proxy_takes_the_headline() -> Non
 
 
 def test_a_delta_inside_the_noise_band_reads_as_noise() -> None:
-    noisy = wai.compare(arm(BASE), arm(TUNED), run_std=0.2, run_std_runs=5)
+    noisy = wai.compare(arm(BASE_16), arm(TUNED_16), run_std=0.2, run_std_runs=5)
     assert noisy.noise_band == pytest.approx(stats.t.ppf(0.975, 4) * np.sqrt(2) * 0.2)
     assert noisy.verdict == "noise"
     assert "inside the noise band" in str(noisy)
-    quiet = wai.compare(arm(BASE), arm(TUNED), run_std=0.01, run_std_runs=5)
+    quiet = wai.compare(arm(BASE_16), arm(TUNED_16), run_std=0.01, run_std_runs=5)
     assert quiet.verdict == "gain"
 
 

@@ -127,13 +127,18 @@ def test_below_four_repeats_the_k_way_numbers_are_none_with_a_note() -> None:
     assert "note:" in str(report)
 
 
-def test_fewer_than_three_groups_gives_no_interval_and_says_so() -> None:
-    report = wai.pass_at(grouped([[1, 0, 1, 1], [0, 0, 1, 0]]))
-    assert report.pass_at_1 == pytest.approx(0.5)
-    assert report.pass_at_k is not None
-    assert report.ci95 is None and report.pass_pow_k_ci95 is None and report.pass_at_k_ci95 is None
-    assert any("fewer than 3" in n for n in report.notes)
-    assert "no interval" in str(report)
+def test_one_task_gives_no_interval_and_few_a_wide_one_that_says_why() -> None:
+    one = wai.pass_at(grouped([[1, 0, 1, 1]]))
+    assert one.pass_at_1 == pytest.approx(0.75)
+    assert one.ci95 is None and one.pass_pow_k_ci95 is None and one.pass_at_k_ci95 is None
+    assert any("interval over tasks needs two or more" in n for n in one.notes)
+    assert "no interval" in str(one)
+    two = wai.pass_at(grouped([[1, 0, 1, 1], [0, 0, 1, 0]]))
+    assert two.pass_at_1 == pytest.approx(0.5)
+    assert two.ci95 is not None and two.pass_at_k_ci95 is not None
+    low, high = two.ci95
+    assert low < 0.2 and high > 0.8  # two tasks say little about the population
+    assert any("2 tasks, fewer than 10: the interval is wide" in n for n in two.notes)
 
 
 def test_default_k_is_the_smallest_group_and_short_groups_are_named() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import whileai as wai
-from whileai.measure.stats import bootstrap_ci
 from whileai.measure.summaries import detect_refusal
 
 
@@ -32,7 +32,10 @@ def test_metric_summary_averages_per_task_first() -> None:
     report = wai.metric_summary(rows)
     assert report.metrics["reward"].mean == pytest.approx(1 / 3)
     assert report.metrics["chars"].mean == pytest.approx((20 + 100 + 40) / 3)
-    assert report.metrics["chars"].ci95 == pytest.approx(bootstrap_ci([20.0, 100.0, 40.0]))
+    # a count marker: Student's t over the three tasks' means
+    values = [20.0, 100.0, 40.0]
+    theirs = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
+    assert report.metrics["chars"].ci95 == pytest.approx(theirs)
     assert (report.metrics["reward"].n_tasks, report.metrics["reward"].n_rows) == (3, 5)
     assert report.n_tasks == 3 and report.n_rows == 5
 
@@ -58,11 +61,14 @@ def test_metric_summary_interval_matches_scipy_bootstrap() -> None:
     assert high == pytest.approx(reference.high, abs=0.05 * width)
 
 
-def test_few_tasks_give_a_point_estimate_with_a_note() -> None:
-    report = wai.metric_summary([row("a", 1.0), row("b", 0.0)])
+def test_one_task_gives_a_point_estimate_and_few_a_caveat() -> None:
+    report = wai.metric_summary([row("a", 1.0), row("a", 0.0)])
     assert report.metrics["reward"].ci95 is None
     assert any("point estimate" in n for n in report.notes)
     assert "no interval" in str(report)
+    few = wai.metric_summary([row("a", 1.0), row("b", 0.0)])
+    assert few.metrics["reward"].ci95 is not None
+    assert any("reward: 2 tasks, fewer than 10" in n for n in few.notes)
 
 
 def test_named_metrics_and_unknown_marker() -> None:

@@ -77,10 +77,21 @@ class TaskTable:
     row_reward: FloatArray
     #: per row, when asked for: reply empty or cut at the token cap
     row_cut: npt.NDArray[np.bool_] | None = None
+    #: per task, its situation's index (0..k-1) when phrasings of one situation are several
+    #: tasks (rows from simulate() with requests_per_situation > 1); None when every task is
+    #: a situation of its own
+    clusters: IntArray | None = None
 
     @property
     def n_tasks(self) -> int:
         return len(self.keys)
+
+    def clusters_of(self, has: npt.NDArray[np.bool_]) -> IntArray | None:
+        """The situation labels of the tasks where ``has`` holds, renumbered from 0."""
+        if self.clusters is None:
+            return None
+        _, labels = np.unique(self.clusters[has], return_inverse=True)
+        return labels.astype(np.int64)
 
     def reward_means(self) -> tuple[list[str], FloatArray]:
         """Tasks with at least one judged row, and their mean reward."""
@@ -109,6 +120,7 @@ def task_table(
     row_task: list[int] = []
     row_reward: list[float] = []
     row_cut: list[bool] = []
+    situations: list[str | None] = []
     marker_task: dict[str, list[int]] = {}
     marker_value: dict[str, list[float]] = {}
     nan = float("nan")
@@ -149,6 +161,8 @@ def task_table(
             if t is None:
                 t = index_of[key] = len(keys)
                 keys.append(key)
+                lineage = row.get("lineage")
+                situations.append(None if lineage is None else situation_key(row))
             add_task(t)
             add_reward(nan if reward is None or row.get("judge_status") in unjudged else reward)
             if with_cut:
@@ -206,7 +220,43 @@ def task_table(
         row_task=task,
         row_reward=reward,
         row_cut=np.asarray(row_cut, dtype=np.bool_) if with_cut else None,
+        clusters=_clusters(situations),
     )
+
+
+def situation_key(row: Mapping[str, Any]) -> str | None:
+    """Which situation a row's task is a phrasing of: the engine's ``lineage.situation`` index
+    with the situation's ``seed`` (distinct plans draw distinct seeds); None for a row that does
+    not say (its task is then a situation of its own)."""
+    lineage = row.get("lineage")
+    if not isinstance(lineage, Mapping) or "phrasing" not in lineage:
+        return None
+    situation = lineage.get("situation")
+    if situation is None:
+        return None
+    return f"{situation}|{row.get('seed')}"
+
+
+def _clusters(situations: list[str | None]) -> IntArray | None:
+    """Cluster labels when some situation holds more than one task, else None."""
+    if not any(situations):
+        return None
+    labels: dict[str, int] = {}
+    out = []
+    shared = False
+    for i, key in enumerate(situations):
+        if key is None:
+            out.append(len(labels) + i + len(situations))  # a cluster of its own
+            continue
+        if key in labels:
+            shared = True
+        else:
+            labels[key] = len(labels)
+        out.append(labels[key])
+    if not shared:
+        return None
+    _, compact = np.unique(np.asarray(out, dtype=np.int64), return_inverse=True)
+    return compact.astype(np.int64)
 
 
 def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:

@@ -1,8 +1,10 @@
-"""Is the change real: two arms paired task by task, a bootstrap interval on the difference.
+"""Is the change real: two arms paired task by task, an interval on the difference.
 
 Each task's score in an arm is the mean over its judged rows; the delta is the mean over tasks
-present in both arms of (b - a), and its interval a percentile bootstrap of those per-task
-differences (pairing cancels how hard each task is, Miller 2024, arXiv:2411.00640). Reward and
+present in both arms of (b - a), and its interval Student's t over those per-task differences
+(pairing cancels how hard each task is, Miller 2024, arXiv:2411.00640), over situations when
+phrasings of one situation are several tasks; where every task moved alike the arms' own
+intervals bound it (:func:`whileai.measure.intervals.difference_interval`). Reward and
 every ``markers`` name both arms carry get a line; ``proxy="marker:name"`` makes one the
 headline. Given the noise floor (``run_std`` from ``eval_variance``), a headline delta inside the
 band two re-runs of one model show on their own reads as noise, not as a gain.
@@ -17,15 +19,13 @@ import attrs
 import numpy as np
 
 from whileai.measure._tasks import RowCounts, TaskTable, name_some, provenance, task_table
-from whileai.measure.stats import (
-    DEFAULT_RESAMPLES,
-    MIN_TASKS_FOR_INTERVAL,
-    Interval,
-    Seed,
-    bootstrap_ci,
-    normal_quantile,
-    t_band,
+from whileai.measure.intervals import (
+    SMALL_SAMPLE,
+    difference_interval,
+    small_sample_note,
+    unit_count,
 )
+from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed, normal_quantile, t_band
 from whileai.measure.variance import ZERO_FLOOR
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
@@ -46,6 +46,9 @@ class Delta(Report):
     delta: float | None
     ci95: Interval | None
     n_paired: int
+    #: what the interval rests on: the paired situations, or tasks when each is its own
+    n_units: int = 0
+    clustered: bool = False
 
     def _lines(self) -> list[str]:
         return [
@@ -103,6 +106,9 @@ class CompareReport(Report):
             "unclear": "the interval includes 0: no difference shown",
             "no interval": "too few paired tasks for an interval: a point estimate",
         }[self.verdict]
+        head = self.metrics.get(self.headline)
+        if self.verdict in ("gain", "loss") and head is not None and head.n_units < SMALL_SAMPLE:
+            reading += f", from {head.n_units} {'situations' if head.clustered else 'tasks'} only"
         lines.append(f"  headline ({self.headline}*): {_signed(self.delta)}, {reading}")
         if self.noise_band is not None:
             lines.append(
@@ -133,7 +139,7 @@ class DeltaReport(CompareReport):
 
 def _pair(
     keys_a: list[str], values_a: np.ndarray, keys_b: list[str], values_b: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     where_b = {k: i for i, k in enumerate(keys_b)}
     ia: list[int] = []
     ib: list[int] = []
@@ -142,21 +148,37 @@ def _pair(
         if j is not None:
             ia.append(i)
             ib.append(j)
-    return values_a[np.asarray(ia, dtype=np.int64)], values_b[np.asarray(ib, dtype=np.int64)]
+    paired = [keys_a[i] for i in ia]
+    return (
+        values_a[np.asarray(ia, dtype=np.int64)],
+        values_b[np.asarray(ib, dtype=np.int64)],
+        paired,
+    )
+
+
+def _situations(t: TaskTable, keys: list[str]) -> np.ndarray | None:
+    """Arm a's situation label of each paired task, or None when each task is its own."""
+    if t.clusters is None:
+        return None
+    index = {k: i for i, k in enumerate(t.keys)}
+    labels = t.clusters[np.asarray([index[k] for k in keys], dtype=np.int64)]
+    _, compact = np.unique(labels, return_inverse=True)
+    return compact.astype(np.int64)
 
 
 def _delta(
     metric: str,
     a: tuple[list[str], np.ndarray],
     b: tuple[list[str], np.ndarray],
-    n_resamples: int,
-    seed: Seed,
+    table_a: TaskTable,
 ) -> Delta:
-    va, vb = _pair(a[0], a[1], b[0], b[1])
+    va, vb, keys = _pair(a[0], a[1], b[0], b[1])
     if va.size == 0:
         return Delta(metric=metric, mean_a=None, mean_b=None, delta=None, ci95=None, n_paired=0)
     diff = vb - va
-    ci = bootstrap_ci(diff, n_resamples, seed) if diff.size >= MIN_TASKS_FOR_INTERVAL else None
+    clusters = _situations(table_a, keys)
+    units = unit_count(diff.size, clusters)
+    ci = difference_interval(va, vb, clusters) if units >= 2 else None
     return Delta(
         metric=metric,
         mean_a=float(va.mean()),
@@ -164,6 +186,8 @@ def _delta(
         delta=float(diff.mean()),
         ci95=ci,
         n_paired=int(diff.size),
+        n_units=units,
+        clustered=clusters is not None,
     )
 
 
@@ -235,11 +259,9 @@ def _compare_rows(
     tb = task_table(rows_b, what="arm b")
     shared = [m for m in ta.markers if m in tb.markers]
     headline = _headline_name(proxy, shared, ta, tb)
-    metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), n_resamples, seed)}
+    metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), ta)}
     for name in shared:
-        metrics[name] = _delta(
-            name, ta.marker_means(name), tb.marker_means(name), n_resamples, seed
-        )
+        metrics[name] = _delta(name, ta.marker_means(name), tb.marker_means(name), ta)
     head = metrics[headline]
     keys_a, keys_b = set(ta.keys), set(tb.keys)
     notes: list[str] = []
@@ -263,10 +285,19 @@ def _compare_rows(
             f"{unpaired} tasks in both arms have no {headline} on one side (unjudged, or the "
             "marker not measured) and are skipped"
         )
-    if 0 < head.n_paired < MIN_TASKS_FOR_INTERVAL:
+    if head.n_paired and head.n_units < 2:
         notes.append(
-            f"{head.n_paired} paired task(s): fewer than {MIN_TASKS_FOR_INTERVAL}, so no "
-            "interval; the delta is a point estimate"
+            "one paired situation: an interval over tasks needs two or more, so the delta is "
+            "a point estimate"
+        )
+    elif head.n_paired and head.n_units < SMALL_SAMPLE:
+        notes.append(
+            small_sample_note(
+                f"the {headline} delta",
+                head.n_units,
+                np.zeros(1, dtype=np.int64) if head.clustered else None,
+            )
+            + "; a gain or loss called at this size is one to re-run at a larger one"
         )
     if head.n_paired == 0:
         notes.append(f"no task has {headline} in both arms: nothing to compare")

@@ -1,4 +1,4 @@
-"""pass@1, pass^k and pass@k off the same groups, each with a bootstrap interval over tasks.
+"""pass@1, pass^k and pass@k off the same groups, each with an interval over tasks.
 
 pass@1 is the headline (the agent runs once in production): the mean over tasks of each task's
 pass rate. pass^k is the reliability line (all k attempts pass) and pass@k the reach (at least one
@@ -9,6 +9,10 @@ passes (Chen et al. 2021, arXiv:2107.03374, the HumanEval estimator):
 
 ``headroom`` = pass@k - pass@1 is what a grouped RL update has to learn from. Only binary rows
 (reward exactly 0 or 1) count; partial and unjudged rows are skipped and counted.
+
+The intervals are :mod:`whileai.measure.intervals`' (pass@1: ``rate_interval``; pass^k and
+pass@k: ``bounded_mean_interval``), over situations when phrasings of one situation are
+several tasks.
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ import numpy.typing as npt
 from scipy import special
 
 from whileai.measure._tasks import RowCounts, TaskTable, hack_suspected, name_some, task_table
-from whileai.measure.stats import (
-    DEFAULT_RESAMPLES,
-    MIN_TASKS_FOR_INTERVAL,
-    Interval,
-    Seed,
-    bootstrap_ci,
-    bootstrap_cis,
+from whileai.measure.intervals import (
+    SMALL_SAMPLE,
+    bounded_mean_interval,
+    rate_interval,
+    small_sample_note,
+    unit_count,
 )
+from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
 
@@ -158,9 +162,12 @@ def pass_at(
 
     ``k`` defaults to the smallest group of attempts (``repeat_policy="rl"``, groups of unequal
     size) or to the size the groups share (``"fixed"``); groups smaller than k, or than 4
-    attempts, are left out of the k-way numbers and named. Intervals are percentile bootstraps
-    over tasks (pass@1) and over the k-eligible groups (pass^k, pass@k); fewer than three gives
-    None with a note. Rows a grader flagged ``hack_suspected`` are failures (reward 0) and count
+    attempts, are left out of the k-way numbers and named. Intervals are over tasks, or over
+    situations when phrasings of one situation are several tasks
+    (:mod:`whileai.measure.intervals`); one task (or situation) gives None with a note, and
+    fewer than ten a note that the interval is wide for that reason. ``n_resamples`` and
+    ``seed`` are kept for calls written when the intervals were bootstraps; they no longer
+    change the result. Rows a grader flagged ``hack_suspected`` are failures (reward 0) and count
     as such; ``hacks="drop"`` leaves them out instead and says how many.
     """
     k = _check_k(k)
@@ -182,6 +189,11 @@ def pass_at(
             "count as the failures they are"
         )
     return report
+
+
+def _relabel(labels: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    _, compact = np.unique(labels, return_inverse=True)
+    return compact.astype(np.int64)
 
 
 def _pick(keys: list[str], mask: npt.NDArray[np.bool_]) -> list[str]:
@@ -217,12 +229,16 @@ def _pass_at_from_table(
     per_task = dict(zip(keys, rates.tolist(), strict=True))
     pass1 = float(rates.mean()) if rates.size else None
     ci = None
-    if rates.size >= MIN_TASKS_FOR_INTERVAL:
-        ci = bootstrap_ci(rates, n_resamples, seed)
+    clusters = t.clusters_of(has)
+    units = unit_count(rates.size, clusters)
+    if units >= 2:
+        ci = rate_interval(n, c, clusters)
+        if units < SMALL_SAMPLE:
+            notes.append(small_sample_note("pass@1", units, clusters))
     elif rates.size:
         notes.append(
-            f"{rates.size} task(s): fewer than {MIN_TASKS_FOR_INTERVAL}, so no interval; "
-            "the numbers are point estimates"
+            "one situation: an interval over tasks needs two or more, so the numbers are "
+            "point estimates"
         )
     else:
         notes.append("no binary rows: pass@1 needs rewards of exactly 0 or 1")
@@ -281,13 +297,19 @@ def _pass_at_from_table(
     report.headroom = report.pass_at_k - float(rates[eligible].mean())
     if left_out:
         notes.append("headroom compares pass@k with pass@1 over the k-eligible groups")
-    if n_k.size >= MIN_TASKS_FOR_INTERVAL:
-        pow_ci, at_ci = bootstrap_cis(np.column_stack([pow_k, at_k]), n_resamples, seed)
-        report.pass_pow_k_ci95, report.pass_at_k_ci95 = pow_ci, at_ci
+    k_clusters = None if clusters is None else _relabel(clusters[eligible])
+    k_units = unit_count(n_k.size, k_clusters)
+    if k_units >= 2:
+        # disjoint groups of k attempts: the most independent samples the groups could hold
+        cap = float(n_k.sum()) / chosen
+        report.pass_pow_k_ci95 = bounded_mean_interval(pow_k, cap, k_clusters)
+        report.pass_at_k_ci95 = bounded_mean_interval(at_k, cap, k_clusters)
+        if k_units < SMALL_SAMPLE and k_units != units:
+            notes.append(small_sample_note(f"pass^{chosen} and pass@{chosen}", k_units, k_clusters))
     else:
         notes.append(
-            f"{n_k.size} k-eligible group(s): fewer than {MIN_TASKS_FOR_INTERVAL}, so pass^k "
-            "and pass@k carry no interval"
+            "one k-eligible situation: pass^k and pass@k carry no interval (an interval over "
+            "tasks needs two or more)"
         )
     return report
 

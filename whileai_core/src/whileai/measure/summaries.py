@@ -17,8 +17,9 @@ from typing import Any
 import attrs
 
 from whileai.measure._tasks import task_table
+from whileai.measure.intervals import SMALL_SAMPLE, mean_interval, small_sample_note, unit_count
 from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
-from whileai.measure.stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_INTERVAL, bootstrap_ci
+from whileai.measure.stats import DEFAULT_RESAMPLES
 from whileai.schema.provenance import self_judged as judged_by_its_own_model
 from whileai.schema.records import check_reward, check_row
 from whileai.schema.report import Report, fmt, fmt_ci, table
@@ -101,27 +102,38 @@ def _summarise(
     lines: dict[str, MetricLine] = {}
     notes: list[str] = []
     few: list[str] = []
+    #: the metrics whose interval rests on fewer than SMALL_SAMPLE units, and on how many
+    units_of: dict[str, int] = {}
     for name in wanted:
         if name == "reward":
             _, means = tasks.reward_means()
+            has = tasks.n_judged > 0
             n_rows = int(tasks.n_judged.sum())
         else:
             _, means = tasks.marker_means(name)
+            has = tasks.markers[name][0] > 0
             n_rows = int(tasks.markers[name][0].sum())
         if len(means) == 0:
             notes.append(f"{name}: no row carries a value")
             continue
         ci = None
-        if len(means) >= MIN_TASKS_FOR_INTERVAL:
-            ci = bootstrap_ci(means, n_resamples=n_resamples, seed=seed, confidence=confidence)
+        clusters = tasks.clusters_of(has)
+        units = unit_count(len(means), clusters)
+        if units >= 2:
+            ci = mean_interval(means, n_rows, clusters, confidence)
+            if units < SMALL_SAMPLE:
+                units_of[name] = units
         else:
             few.append(name)
         lines[name] = MetricLine(name, float(means.mean()), ci, len(means), n_rows)
     if few:
         notes.append(
-            f"fewer than {MIN_TASKS_FOR_INTERVAL} tasks for {', '.join(few)}: "
-            "point estimate, no interval"
+            f"one situation for {', '.join(few)}: an interval over tasks needs two or more, "
+            "so a point estimate"
         )
+    if units_of:
+        fewest = min(units_of.values())
+        notes.append(small_sample_note(", ".join(units_of), fewest, tasks.clusters))
     if tasks.counts.unjudged and include_reward and "reward" in lines:
         notes.append(f"{tasks.counts.unjudged} unjudged rows left out of reward")
     return lines, tasks.counts.rows, tasks.n_tasks, notes
