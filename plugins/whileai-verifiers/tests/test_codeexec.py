@@ -476,3 +476,12 @@ def test_rows_graded_by_codeexec_say_what_scored_them() -> None:
     assert rows[1]["reason"] == "AssertionError (<tests> line 2: assert candidate(1, 2) == 3)"
     assert {row["judge_name"] for row in rows} == {"CodeExec"}
     assert rows[0]["judge_meta"]["version"] == verifier.version
+
+
+def test_a_run_starts_from_the_servers_frozen_heap(code: CodeExec) -> None:
+    """The server freezes its heap before it forks runs, so a collection in a run walks only
+    the run's own objects, not (and so does not copy) every page it inherited."""
+    program = "import gc\n\ndef frozen():\n    return gc.get_freeze_count()\n"
+    tests = "def check(candidate):\n    assert candidate() > 10_000\n"
+    verdict = code.verify(program, {"test": tests, "entry_point": "frozen"})
+    assert verdict.reward == 1.0, verdict.reason

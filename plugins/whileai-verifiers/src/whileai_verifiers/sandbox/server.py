@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -404,6 +405,11 @@ def serve(control_fd: int, network_policy: str) -> None:
     layout: tuple[str | None, str] = (None, "shared with the host: not running as root")
     if os.geteuid() == 0:
         layout = mounts.prepare_server()
+    # Every object the server holds now moves to the collector's permanent generation: a run's
+    # processes are forks of this one, and a collection there would otherwise walk (and so
+    # copy, page by page) the whole inherited heap (the gc.freeze idiom for pre-fork servers).
+    gc.collect()
+    gc.freeze()
     control = socket.socket(fileno=control_fd)
     while True:
         try:
