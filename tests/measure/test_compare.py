@@ -209,3 +209,12 @@ def test_a_task_unjudged_on_one_side_is_skipped_and_said() -> None:
     report = wai.compare(arm(BASE), b)
     assert report.n_paired == 3 and (report.only_a, report.only_b) == (0, 0)
     assert any("1 tasks in both arms have no reward on one side" in n for n in report.notes)
+
+
+def test_a_count_every_task_gave_alike_in_both_arms_has_no_interval_not_a_point() -> None:
+    turns = {t: [{"turns": 2}] * 4 for t in BASE_16}
+    report = wai.compare(arm(BASE_16, turns), arm(TUNED_16, turns))
+    assert report.metrics["turns"].delta == 0.0
+    assert report.metrics["turns"].ci95 is None
+    assert any("no interval for turns: every task gave the same value" in n for n in report.notes)
+    assert report.metrics["reward"].ci95 is not None

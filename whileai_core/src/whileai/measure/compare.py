@@ -104,7 +104,8 @@ class CompareReport(Report):
             "gain": "b is higher; the interval excludes 0",
             "loss": "b is lower; the interval excludes 0",
             "unclear": "the interval includes 0: no difference shown",
-            "no interval": "too few paired tasks for an interval: a point estimate",
+            "no interval": "no interval (one paired situation, or no spread to measure): a point "
+            "estimate",
         }[self.verdict]
         head = self.metrics.get(self.headline)
         if self.verdict in ("gain", "loss") and head is not None and head.n_units < SMALL_SAMPLE:
@@ -301,6 +302,12 @@ def _compare_rows(
         )
     if head.n_paired == 0:
         notes.append(f"no task has {headline} in both arms: nothing to compare")
+    flat = [m for m, d in metrics.items() if d.ci95 is None and d.n_units >= 2]
+    if flat:
+        notes.append(
+            f"no interval for {', '.join(flat)}: every task gave the same value in both arms, "
+            "so there is no spread to size one by"
+        )
 
     band = None
     if run_std is not None:

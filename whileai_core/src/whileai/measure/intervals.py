@@ -256,7 +256,8 @@ def difference_interval(
 ) -> Interval | None:
     """The interval of ``mean(b - a)`` over paired tasks (or situations): Student's t on the
     differences; where every unit moved alike, the MOVER interval of the arms' own intervals
-    (bounded ones when both arms' values lie in [0, 1]); None below two units."""
+    (bounded ones when both arms' values lie in [0, 1]); None below two units, and for a count
+    every task gave alike in both arms (nothing to size an interval by)."""
     va = np.asarray(a, dtype=np.float64)
     vb = np.asarray(b, dtype=np.float64)
     groups = None if clusters is None else np.asarray(clusters, dtype=np.int64)
@@ -280,6 +281,10 @@ def difference_interval(
         found_a = t_interval(va, groups, confidence)
         found_b = t_interval(vb, groups, confidence)
         if found_a is None or found_b is None:
+            return None
+        if found_a[0] == found_a[1] and found_b[0] == found_b[1]:
+            # a count every task gave alike in both arms: no spread to size an interval by,
+            # and a point would claim the difference is known exactly
             return None
         arm_a, arm_b = found_a, found_b
     # clusters weigh by their tasks, so each arm's mean is its mean over tasks

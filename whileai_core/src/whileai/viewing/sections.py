@@ -415,7 +415,8 @@ def compare_section(report: Any, baseline: str, candidate: str, floor: Any = Non
         "gain": "the candidate is higher; the interval excludes 0",
         "loss": "the candidate is lower; the interval excludes 0",
         "unclear": "the interval includes 0: no difference shown",
-        "no interval": "too few paired tasks for an interval: a point estimate",
+        "no interval": "no interval (one paired situation, or no spread to measure): a point "
+        "estimate",
     }.get(report.verdict, report.verdict)
     head = "-" if report.delta is None else f"{report.delta:+.3f}"
     body = (
