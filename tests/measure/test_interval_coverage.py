@@ -201,3 +201,32 @@ def test_compare_with_no_true_difference_seldom_calls_one() -> None:
             called += wai.compare(a, b).verdict in ("gain", "loss")
         print(f"{tasks} tasks: a gain or loss called in {called / runs:.3f} of null runs")
         assert called / runs <= 0.05 + allowed(0.05, runs)
+
+
+@pytest.mark.slow
+def test_metric_summary_and_compare_cover_at_small_sizes_too() -> None:
+    """A mean reward over tasks, and a paired delta with a real shift of 0.1 in every task's
+    pass rate (capped at 1), each against its population truth."""
+    rng = np.random.default_rng(3)
+    runs = 400
+    shift = 0.1
+    truth_delta = float(stats.beta(2, 3).expect(lambda p: min(p + shift, 1.0))) - 0.4
+    for tasks in (5, 10, 30, 100):
+        mean_hits = delta_hits = 0
+        for _ in range(runs):
+            rates = rng.beta(2, 3, size=tasks)
+            rows = rows_of(rng.random((tasks, 4)) < rates[:, None])
+            mean = wai.metric_summary(rows, "reward").metrics["reward"].ci95
+            assert mean is not None
+            mean_hits += mean[0] <= 0.4 <= mean[1]
+            a = rows_of(rng.random((tasks, 4)) < rates[:, None])
+            b = rows_of(rng.random((tasks, 4)) < np.minimum(rates + shift, 1.0)[:, None])
+            delta = wai.compare(a, b).ci95
+            assert delta is not None
+            delta_hits += delta[0] <= truth_delta <= delta[1]
+        print(
+            f"{tasks} tasks: metric_summary reward {mean_hits / runs:.3f}, "
+            f"compare delta {delta_hits / runs:.3f}"
+        )
+        for share in (mean_hits / runs, delta_hits / runs):
+            assert 0.93 - allowed(0.95, runs) <= share <= 0.98 + allowed(0.95, runs)
