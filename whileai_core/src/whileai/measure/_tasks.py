@@ -77,7 +77,7 @@ class TaskTable:
     row_reward: FloatArray
     #: per row, when asked for: reply empty or cut at the token cap
     row_cut: npt.NDArray[np.bool_] | None = None
-    #: per task, its situation's index (0..k-1) when phrasings of one situation are several
+    #: per task, a label of its situation when phrasings of one situation are several
     #: tasks (rows from simulate() with requests_per_situation > 1); None when every task is
     #: a situation of its own
     clusters: IntArray | None = None
@@ -87,11 +87,8 @@ class TaskTable:
         return len(self.keys)
 
     def clusters_of(self, has: npt.NDArray[np.bool_]) -> IntArray | None:
-        """The situation labels of the tasks where ``has`` holds, renumbered from 0."""
-        if self.clusters is None:
-            return None
-        _, labels = np.unique(self.clusters[has], return_inverse=True)
-        return labels.astype(np.int64)
+        """The situation labels of the tasks where ``has`` holds."""
+        return None if self.clusters is None else self.clusters[has]
 
     def reward_means(self) -> tuple[list[str], FloatArray]:
         """Tasks with at least one judged row, and their mean reward."""
@@ -238,25 +235,18 @@ def situation_key(row: Mapping[str, Any]) -> str | None:
 
 
 def _clusters(situations: list[str | None]) -> IntArray | None:
-    """Cluster labels when some situation holds more than one task, else None."""
+    """Cluster labels when some situation holds more than one task, else None; a task whose
+    rows do not name a situation is a cluster of its own."""
     if not any(situations):
         return None
-    labels: dict[str, int] = {}
-    out = []
-    shared = False
-    for i, key in enumerate(situations):
-        if key is None:
-            out.append(len(labels) + i + len(situations))  # a cluster of its own
-            continue
-        if key in labels:
-            shared = True
-        else:
-            labels[key] = len(labels)
-        out.append(labels[key])
-    if not shared:
+    labels: dict[object, int] = {}
+    out = [
+        labels.setdefault(key if key is not None else i, len(labels))
+        for i, key in enumerate(situations)
+    ]
+    if len(labels) == len(out):
         return None
-    _, compact = np.unique(np.asarray(out, dtype=np.int64), return_inverse=True)
-    return compact.astype(np.int64)
+    return np.asarray(out, dtype=np.int64)
 
 
 def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:

@@ -30,6 +30,14 @@ from whileai.measure.variance import ZERO_FLOOR
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
 
+#: What each verdict of a comparison means, in words.
+VERDICT_READINGS: dict[str, str] = {
+    "noise": "inside the noise band: what re-running the eval does on its own",
+    "gain": "b is higher; the interval excludes 0",
+    "loss": "b is lower; the interval excludes 0",
+    "unclear": "the interval includes 0: no difference shown",
+    "no interval": "no interval (one paired situation, or no spread to measure): a point estimate",
+}
 #: Fewer runs than this behind a run_std and the std is not worth reading.
 MIN_RUNS_FOR_STD = 3
 
@@ -99,14 +107,7 @@ class CompareReport(Report):
                 ]
             )
         lines = table(["metric", "a", "b", "delta", "95% interval", "tasks"], rows)
-        reading = {
-            "noise": "inside the noise band: what re-running the eval does on its own",
-            "gain": "b is higher; the interval excludes 0",
-            "loss": "b is lower; the interval excludes 0",
-            "unclear": "the interval includes 0: no difference shown",
-            "no interval": "no interval (one paired situation, or no spread to measure): a point "
-            "estimate",
-        }[self.verdict]
+        reading = VERDICT_READINGS[self.verdict]
         head = self.metrics.get(self.headline)
         if self.verdict in ("gain", "loss") and head is not None and head.n_units < SMALL_SAMPLE:
             reading += f", from {head.n_units} {'situations' if head.clustered else 'tasks'} only"
@@ -162,9 +163,7 @@ def _situations(t: TaskTable, keys: list[str]) -> np.ndarray | None:
     if t.clusters is None:
         return None
     index = {k: i for i, k in enumerate(t.keys)}
-    labels = t.clusters[np.asarray([index[k] for k in keys], dtype=np.int64)]
-    _, compact = np.unique(labels, return_inverse=True)
-    return compact.astype(np.int64)
+    return t.clusters[np.asarray([index[k] for k in keys], dtype=np.int64)]
 
 
 def _delta(
@@ -293,11 +292,7 @@ def _compare_rows(
         )
     elif head.n_paired and head.n_units < SMALL_SAMPLE:
         notes.append(
-            small_sample_note(
-                f"the {headline} delta",
-                head.n_units,
-                np.zeros(1, dtype=np.int64) if head.clustered else None,
-            )
+            small_sample_note(f"the {headline} delta", head.n_units, clustered=head.clustered)
             + "; a gain or loss called at this size is one to re-run at a larger one"
         )
     if head.n_paired == 0:

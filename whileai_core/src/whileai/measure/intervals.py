@@ -112,9 +112,10 @@ def unit_count(tasks: int, clusters: IntArray | None) -> int:
     return tasks if clusters is None else int(np.unique(clusters).size)
 
 
-def small_sample_note(what: str, units: int, clusters: IntArray | None) -> str:
-    """The caveat a report prints under :data:`SMALL_SAMPLE` units."""
-    noun = "tasks" if clusters is None else "situations"
+def small_sample_note(what: str, units: int, *, clustered: bool) -> str:
+    """The caveat a report prints under :data:`SMALL_SAMPLE` units (situations when
+    ``clustered``, else tasks)."""
+    noun = "situations" if clustered else "tasks"
     return (
         f"{what}: {units} {noun}, fewer than {SMALL_SAMPLE}: the interval is wide because it "
         f"rests on few {noun}, and more attempts per task will not narrow it much"
@@ -150,7 +151,8 @@ def rate_interval(
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Interval:
     """The interval of ``mean(c / n)`` over tasks: task ``i`` passed ``c[i]`` of ``n[i]``
-    attempts (every ``n[i] >= 1``); ``clusters`` labels each task's situation (0..k-1)."""
+    attempts (every ``n[i] >= 1``); ``clusters`` labels each task's situation (any labels
+    >= 0: tasks sharing one are one unit)."""
     attempts = np.asarray(n, dtype=np.float64)
     passes = np.asarray(c, dtype=np.float64)
     rates = passes / attempts

@@ -191,11 +191,6 @@ def pass_at(
     return report
 
 
-def _relabel(labels: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    _, compact = np.unique(labels, return_inverse=True)
-    return compact.astype(np.int64)
-
-
 def _pick(keys: list[str], mask: npt.NDArray[np.bool_]) -> list[str]:
     """The keys where ``mask`` holds (most calls keep all or none: no per-key loop then)."""
     if mask.all():
@@ -234,7 +229,7 @@ def _pass_at_from_table(
     if units >= 2:
         ci = rate_interval(n, c, clusters)
         if units < SMALL_SAMPLE:
-            notes.append(small_sample_note("pass@1", units, clusters))
+            notes.append(small_sample_note("pass@1", units, clustered=clusters is not None))
     elif rates.size:
         notes.append(
             "one situation: an interval over tasks needs two or more, so the numbers are "
@@ -297,7 +292,7 @@ def _pass_at_from_table(
     report.headroom = report.pass_at_k - float(rates[eligible].mean())
     if left_out:
         notes.append("headroom compares pass@k with pass@1 over the k-eligible groups")
-    k_clusters = None if clusters is None else _relabel(clusters[eligible])
+    k_clusters = None if clusters is None else clusters[eligible]
     k_units = unit_count(n_k.size, k_clusters)
     if k_units >= 2:
         # disjoint groups of k attempts: the most independent samples the groups could hold
@@ -305,7 +300,11 @@ def _pass_at_from_table(
         report.pass_pow_k_ci95 = bounded_mean_interval(pow_k, cap, k_clusters)
         report.pass_at_k_ci95 = bounded_mean_interval(at_k, cap, k_clusters)
         if k_units < SMALL_SAMPLE and k_units != units:
-            notes.append(small_sample_note(f"pass^{chosen} and pass@{chosen}", k_units, k_clusters))
+            notes.append(
+                small_sample_note(
+                    f"pass^{chosen} and pass@{chosen}", k_units, clustered=clusters is not None
+                )
+            )
     else:
         notes.append(
             "one k-eligible situation: pass^k and pass@k carry no interval (an interval over "

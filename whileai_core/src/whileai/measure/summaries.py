@@ -133,7 +133,9 @@ def _summarise(
         )
     if units_of:
         fewest = min(units_of.values())
-        notes.append(small_sample_note(", ".join(units_of), fewest, tasks.clusters))
+        notes.append(
+            small_sample_note(", ".join(units_of), fewest, clustered=tasks.clusters is not None)
+        )
     if tasks.counts.unjudged and include_reward and "reward" in lines:
         notes.append(f"{tasks.counts.unjudged} unjudged rows left out of reward")
     return lines, tasks.counts.rows, tasks.n_tasks, notes

@@ -6,8 +6,8 @@ world in turn (the shop, then the bank); the worlds' templates write the situati
 faults off and then on, every rollout graded by the world's own checks. The demo prints each
 run's report, then the paired comparison of the two on the tool-error marker (and every other
 marker and the reward) with intervals over situations, and writes the HTML report of the
-comparison. A 135M model seldom passes, so the reward barely moves; what faults do to its tool
-calls does.
+comparison. A 135M model seldom passes and its own tool calls already fail, so the reward and
+the tool errors barely move; ``faults_met``, the tool results the faults shaped, does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ EMBEDDED = "local:smollm2"
 DEMO_KNOBS = {"agent_max_tokens": 96, "user_max_tokens": 48, "max_tool_rounds": 1}
 #: The built-in worlds, one comparison each: two domains of different shape under one engine.
 DEMO_WORLDS = ("shop", "bank")
-#: The comparison's headline: what the injected faults move even when no rollout passes.
+#: The comparison's headline: whether the faults make the agent's tool calls fail more often.
 DEMO_PROXY = "marker:tool_errors"
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.schema.provenance import RUN_PROVENANCE
+from whileai.schema.report import fmt, fmt_ci
 from whileai.viewing.page import Section, esc, figure, html_table, notes
 from whileai.viewing.svg import Estimate, Series, count_bars, interval_plot, k_plot
 
@@ -66,18 +67,12 @@ def summary_section(rows: Sequence[Row], meta: Mapping[str, Any], pass_report: A
     p = pass_report
     k = "k" if p.k is None else str(p.k)
 
-    def ci(value: Any) -> str:
-        return "no interval" if value is None else f"[{value[0]:.3f}, {value[1]:.3f}]"
-
-    def num(value: float | None) -> str:
-        return "-" if value is None else f"{value:.3f}"
-
     table = html_table(
         ["", "value", "95% interval", "tasks"],
         [
-            ["pass@1", num(p.pass_at_1), ci(p.ci95), p.n_tasks],
-            [f"pass^{k}", num(p.pass_pow_k), ci(p.pass_pow_k_ci95), p.n_k_groups],
-            [f"pass@{k}", num(p.pass_at_k), ci(p.pass_at_k_ci95), p.n_k_groups],
+            ["pass@1", fmt(p.pass_at_1), fmt_ci(p.ci95), p.n_tasks],
+            [f"pass^{k}", fmt(p.pass_pow_k), fmt_ci(p.pass_pow_k_ci95), p.n_k_groups],
+            [f"pass@{k}", fmt(p.pass_at_k), fmt_ci(p.pass_at_k_ci95), p.n_k_groups],
         ],
     )
     state = meta.get("complete")
@@ -142,13 +137,13 @@ def pass_at_k_section(rows: Sequence[Row], pass_report: Any, seed: int) -> Secti
             at_k.append(point)
             pow_k.append(point)
             table.append(
-                [1, _f(pass_report.pass_at_1), _f(pass_report.pass_at_1), pass_report.n_tasks]
+                [1, fmt(pass_report.pass_at_1), fmt(pass_report.pass_at_1), pass_report.n_tasks]
             )
             continue
         report = pass_at(rows, k=k, seed=seed)
         at_k.append((k, report.pass_at_k, _ci(report.pass_at_k_ci95)))
         pow_k.append((k, report.pass_pow_k, _ci(report.pass_pow_k_ci95)))
-        table.append([k, _f(report.pass_at_k), _f(report.pass_pow_k), report.n_k_groups])
+        table.append([k, fmt(report.pass_at_k), fmt(report.pass_pow_k), report.n_k_groups])
     plot = k_plot(
         "pass@k and pass^k over k, with 95% intervals over tasks",
         [Series("pass@k (any of k passes)", at_k), Series("pass^k (all k pass)", pow_k)],
@@ -165,10 +160,6 @@ def pass_at_k_section(rows: Sequence[Row], pass_report: Any, seed: int) -> Secti
     return Section("pass-at-k", "pass@k over k", body)
 
 
-def _f(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def _reward_estimate(label: str, rows: Sequence[Row], seed: int) -> tuple[Estimate, list[str]]:
     from whileai.measure.summaries import metric_summary
 
@@ -177,11 +168,7 @@ def _reward_estimate(label: str, rows: Sequence[Row], seed: int) -> tuple[Estima
         return Estimate(label, None, None, text=f"unjudged ({len(rows)} rows)"), []
     summary = metric_summary(judged, "reward", seed=seed)
     line = summary.metrics["reward"]
-    text = (
-        f"{line.mean:.3f} "
-        + ("no interval" if line.ci95 is None else f"[{line.ci95[0]:.3f}, {line.ci95[1]:.3f}]")
-        + f" ({line.n_tasks} tasks)"
-    )
+    text = f"{fmt(line.mean)} {fmt_ci(line.ci95)} ({line.n_tasks} tasks)"
     return Estimate(label, line.mean, _ci(line.ci95), text=text), list(summary.notes)
 
 
@@ -261,7 +248,7 @@ def faults_section(rows: Sequence[Row]) -> Section:
     for kind, members in lines:
         passed, failed, unscored, mean = outcome(members)
         bars.append((kind, passed, failed))
-        table.append([kind, len(members), passed, failed, unscored, _f(mean)])
+        table.append([kind, len(members), passed, failed, unscored, fmt(mean)])
     plot = count_bars(
         "rollouts by the fault kinds they met, and how they ended",
         bars,
@@ -293,11 +280,9 @@ def markers_section(rows: Sequence[Row], seed: int) -> Section:
             (r.get("markers") or {}).get(name) for r in rows if name in (r.get("markers") or {})
         ]
         is_flag = all(isinstance(v, bool) or v in (0, 1) for v in values)
-        ci = _ci(line.ci95)
-        text = f"{line.mean:.3f} " + (
-            "no interval" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-        )
-        (flags if is_flag else counts).append((name, line, Estimate(name, line.mean, ci, text)))
+        text = f"{fmt(line.mean)} {fmt_ci(line.ci95)}"
+        estimate = Estimate(name, line.mean, _ci(line.ci95), text)
+        (flags if is_flag else counts).append((name, line, estimate))
     body = ""
     if flags:
         plot = interval_plot(
@@ -310,13 +295,7 @@ def markers_section(rows: Sequence[Row], seed: int) -> Section:
     body += html_table(
         ["marker", "mean", "95% interval (tasks)", "tasks", "rows"],
         [
-            [
-                name,
-                f"{line.mean:.3f}",
-                "no interval" if line.ci95 is None else f"[{line.ci95[0]:.3f}, {line.ci95[1]:.3f}]",
-                line.n_tasks,
-                line.n_rows,
-            ]
+            [name, fmt(line.mean), fmt_ci(line.ci95), line.n_tasks, line.n_rows]
             for name, line, _ in [*flags, *counts]
         ],
     )
@@ -374,6 +353,8 @@ def _on_unit_scale(delta: Any) -> bool:
 def compare_section(report: Any, baseline: str, candidate: str, floor: Any = None) -> Section:
     """Forest plots of the paired differences (b - a per metric): the reward and the 0-1
     markers on one axis, each count marker on its own, the noise band on the headline."""
+    from whileai.measure.compare import VERDICT_READINGS
+
     unit = [(n, d) for n, d in report.metrics.items() if _on_unit_scale(d)]
     counts = [(n, d) for n, d in report.metrics.items() if not _on_unit_scale(d)]
     band = report.noise_band
@@ -410,17 +391,11 @@ def compare_section(report: Any, baseline: str, candidate: str, floor: Any = Non
                 f"compare-{name}",
             )
         )
-    reading = {
-        "noise": "inside the noise band: what re-running the eval does on its own",
-        "gain": "the candidate is higher; the interval excludes 0",
-        "loss": "the candidate is lower; the interval excludes 0",
-        "unclear": "the interval includes 0: no difference shown",
-        "no interval": "no interval (one paired situation, or no spread to measure): a point "
-        "estimate",
-    }.get(report.verdict, report.verdict)
+    reading = VERDICT_READINGS.get(report.verdict, report.verdict)
     head = "-" if report.delta is None else f"{report.delta:+.3f}"
     body = (
-        f"<p>Baseline <code>{esc(baseline)}</code>, candidate <code>{esc(candidate)}</code>; "
+        f"<p>Baseline (a) <code>{esc(baseline)}</code>, candidate (b) "
+        f"<code>{esc(candidate)}</code>; "
         f"{report.n_paired} tasks paired, {report.only_a} only in the baseline and "
         f"{report.only_b} only in the candidate.</p>"
         f"<p><b>Headline ({esc(report.headline)}): {head}</b>, {esc(reading)}"

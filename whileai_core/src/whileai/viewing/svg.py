@@ -8,10 +8,11 @@ escaped; nothing is fetched.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 
 import attrs
+
+from whileai.schema.report import fmt
 
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 INK, MUTED, GRID = "#1f2933", "#6b7280", "#e5e7eb"
@@ -33,10 +34,6 @@ class Estimate:
 
 def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -107,7 +104,7 @@ def interval_plot(
         body.append(
             f"<line x1='{x(tick):.1f}' x2='{x(tick):.1f}' y1='{TOP}' y2='{bottom}' "
             f"stroke='{GRID}'/><text x='{x(tick):.1f}' y='{bottom + 14}' text-anchor='middle' "
-            f"fill='{MUTED}'>{_num(tick, 2)}</text>"
+            f"fill='{MUTED}'>{fmt(tick, 2)}</text>"
         )
     if zero:
         body.append(
@@ -146,9 +143,9 @@ def interval_plot(
             ci = (
                 "no interval"
                 if item.interval is None
-                else (f"[{_num(item.interval[0])}, {_num(item.interval[1])}]")
+                else (f"[{fmt(item.interval[0])}, {fmt(item.interval[1])}]")
             )
-            text = f"{_num(item.value)} {ci}"
+            text = f"{fmt(item.value)} {ci}"
         body.append(
             f"<text x='{LABEL_W + PLOT_W + 8}' y='{y + 4:.1f}' fill='{INK}'>{_esc(text)}</text>"
         )
@@ -216,7 +213,7 @@ def k_plot(title: str, series: Sequence[Series], *, axis: str = "k (attempts per
         for k, v in known:
             body.append(
                 f"<circle cx='{x(k):.1f}' cy='{y(v):.1f}' r='3.5' fill='{colour}'>"
-                f"<title>{_esc(s.name)} k={k}: {_num(v)}</title></circle>"
+                f"<title>{_esc(s.name)} k={k}: {fmt(v)}</title></circle>"
             )
         body.append(
             f"<rect x='{right + 16}' y='{top + 18 * i}' width='12' height='12' fill='{colour}'/>"
