@@ -195,7 +195,7 @@ def test_a_run_in_a_world_that_leaks_writes_no_privileged_value_anywhere(tmp_pat
     )
     out = tmp_path / "run"
     out.mkdir()
-    data = wai.simulate(
+    knobs: dict[str, Any] = dict(
         registry=registry,
         agent_model="agent",
         user_model="customer",
@@ -205,14 +205,18 @@ def test_a_run_in_a_world_that_leaks_writes_no_privileged_value_anywhere(tmp_pat
         strategy="every-case",
         fault_rate=0.0,
         seed=11,
-        output=str(out / "rows.jsonl"),
         advanced={"world": "leaky"},
     )
+    # the run does meet every leak: held in memory, its trajectories keep the values
+    in_memory = wai.simulate(**knobs)
+    assert all(REFERENCE in t["reason"] for t in in_memory.trajectories)
+    data = wai.simulate(**knobs, output=str(out / "rows.jsonl"))
     rows = data.rows()
     assert len(rows) == 2 * len(ENCODINGS)
-    # the run did meet every leak: the trajectories in memory hold the values for the judge
+    # streamed, its trajectories are the rows read back from disk with the privileged block
+    # put back for the judge: the reason is masked there as it is on disk
     assert {t["privileged"]["reference"] for t in data.trajectories} == {REFERENCE}
-    assert all(REFERENCE in t["reason"] for t in data.trajectories)
+    assert not any(REFERENCE in t["reason"] for t in data.trajectories)
     assert len({r["scenario_id"] for r in rows}) == len(ENCODINGS)
 
     data.save(out / "saved.jsonl")

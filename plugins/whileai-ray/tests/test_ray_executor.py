@@ -75,6 +75,8 @@ def test_a_ray_run_gives_the_same_rows_as_an_in_process_run() -> None:
 def test_rows_stream_to_output_and_a_cut_run_resumes_on_ray(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
     full = run(unique=3, repeats=2, seed=2, output=str(out), executor="ray")
+    # a streamed run's rows are read from its file: read them before the file is cut
+    full_outcome = outcome(full.rows)
     lines = out.read_text().splitlines()
     assert len(lines) == 6
     # cut the run: keep two rows on disk and mark it unfinished, as a killed process leaves it
@@ -87,7 +89,7 @@ def test_rows_stream_to_output_and_a_cut_run_resumes_on_ray(tmp_path: Path) -> N
     keys = [r["lineage"]["rollout_key"] for r in resumed.rows]
     assert len(keys) == len(set(keys)) == 6
     assert resumed.metadata["run_id"] == full.metadata["run_id"]
-    assert sorted(outcome(resumed.rows)) == sorted(outcome(full.rows))
+    assert sorted(outcome(resumed.rows)) == sorted(full_outcome)
     assert len(out.read_text().splitlines()) == 6
 
 

@@ -262,6 +262,23 @@ def check_shippable(problems: Sequence[str], executor_name: str) -> None:
 def job_task(job: Job) -> Task:
     """The task half of a job's row: the situation as the agent and the judge see it."""
     situation = job.situation
+    return Task(
+        prompt=situation.prompt,
+        task_id=job.scenario_id,
+        scenario_id=job.scenario_id,
+        privileged=privileged_block(situation),
+        scenario_dimensions=dict(situation.dimensions) or dict(job.spec),
+        arm=job.arm,
+        selection_reason=job.selection_reason,
+        seed=job.situation_seed if job.situation_seed is not None else job.seed,
+        writer_model=situation.writer_model,
+    )
+
+
+def privileged_block(situation: Situation) -> dict[str, Any]:
+    """What a situation's rows carry as their answer key (in memory only): the hidden state
+    the user knows, the goal, the reference outcome, the judge's principle and rubric. A new
+    dict on every call."""
     privileged: dict[str, Any] = {"hidden_state": dict(situation.hidden_state)}
     if situation.goal:
         privileged["goal"] = dict(situation.goal)
@@ -271,17 +288,7 @@ def job_task(job: Job) -> Task:
         privileged["principle"] = situation.principle
     if situation.rubric:
         privileged["rubric"] = situation.rubric
-    return Task(
-        prompt=situation.prompt,
-        task_id=job.scenario_id,
-        scenario_id=job.scenario_id,
-        privileged=privileged,
-        scenario_dimensions=dict(situation.dimensions) or dict(job.spec),
-        arm=job.arm,
-        selection_reason=job.selection_reason,
-        seed=job.situation_seed if job.situation_seed is not None else job.seed,
-        writer_model=situation.writer_model,
-    )
+    return privileged
 
 
 def job_lineage(

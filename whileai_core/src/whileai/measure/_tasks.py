@@ -182,9 +182,43 @@ def task_table(
         raise RowError(f"{what}: {exc}") from None
     if not row_task:
         raise ValueError(f"{what} is empty: there is nothing to measure")
-    n_tasks = len(keys)
+    return _assemble(
+        keys,
+        np.asarray(row_task, dtype=np.int64),
+        np.asarray(row_reward, dtype=np.float64),
+        situations,
+        marker_task,
+        marker_value,
+        np.asarray(row_cut, dtype=np.bool_) if with_cut else None,
+    )
+
+
+def table_from_columns(
+    keys: list[str],
+    row_task: npt.ArrayLike,
+    row_reward: npt.ArrayLike,
+    situations: list[str | None],
+) -> TaskTable:
+    """The table ``task_table`` would build (``with_markers=False``) from rows already
+    reduced to columns: each row's task index into ``keys`` and its reward as ``task_table``
+    reads it (NaN when unjudged), and each task's situation key. The rows are the caller's
+    to have checked, in the order ``task_table`` would have read them."""
     task = np.asarray(row_task, dtype=np.int64)
-    reward = np.asarray(row_reward, dtype=np.float64)
+    if not len(task):
+        raise ValueError("rows is empty: there is nothing to measure")
+    return _assemble(keys, task, np.asarray(row_reward, dtype=np.float64), situations, {}, {}, None)
+
+
+def _assemble(
+    keys: list[str],
+    task: IntArray,
+    reward: FloatArray,
+    situations: list[str | None],
+    marker_task: dict[str, list[int]],
+    marker_value: dict[str, list[float]],
+    row_cut: npt.NDArray[np.bool_] | None,
+) -> TaskTable:
+    n_tasks = len(keys)
     judged = ~np.isnan(reward)
     binary = judged & ((reward == 0.0) | (reward == 1.0))
     markers: dict[str, tuple[IntArray, FloatArray]] = {}
@@ -209,14 +243,14 @@ def task_table(
         ),
         markers=markers,
         counts=RowCounts(
-            rows=len(row_task),
+            rows=len(task),
             binary=n_binary,
             partial=n_judged_rows - n_binary,
-            unjudged=len(row_task) - n_judged_rows,
+            unjudged=len(task) - n_judged_rows,
         ),
         row_task=task,
         row_reward=reward,
-        row_cut=np.asarray(row_cut, dtype=np.bool_) if with_cut else None,
+        row_cut=row_cut,
         clusters=_clusters(situations),
     )
 

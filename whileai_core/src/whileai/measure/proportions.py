@@ -129,6 +129,18 @@ def clustered_share(
         hits[key] = hits.get(key, 0) + bool(flag)
     m = np.array(list(sizes.values()), dtype=np.float64)
     y = np.array([hits[k] for k in sizes], dtype=np.float64)
+    return clustered_share_of_counts(m, y, confidence)
+
+
+def clustered_share_of_counts(
+    sizes: npt.ArrayLike, hits: npt.ArrayLike, confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """:func:`clustered_share` from each cluster's flag count and true-flag count (clusters
+    in the order their first flag came), for a caller that counted as rows streamed by."""
+    m = np.asarray(sizes, dtype=np.float64)
+    y = np.asarray(hits, dtype=np.float64)
+    if not len(m) or not m.all():
+        raise ValueError("clustered_share needs at least one flag in every cluster")
     n, k = float(m.sum()), len(m)
     p = float(y.sum() / n)
     deff = 1.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,25 +41,31 @@ def exported_line(exported: Mapping[str, Any]) -> str:
 
 
 class RowWriter:
-    """Appends exported rows to a JSONL file, flushing (and optionally fsyncing) each one."""
+    """Appends exported rows to a JSONL file, flushing (and optionally fsyncing) each one,
+    and says where in the file each row's line starts (a streamed run reads it back there)."""
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fsync = fsync
-        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._file: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115
+        #: the byte offset the next line starts at
+        self.offset = self._file.seek(0, os.SEEK_END)
 
-    def write(self, row: Mapping[str, Any], *, exported: Mapping[str, Any] | None = None) -> None:
+    def write(self, row: Mapping[str, Any], *, exported: Mapping[str, Any] | None = None) -> int:
         """Append ``row`` as it may leave memory (``exported``, when the caller already made
-        it with ``export_row``)."""
+        it with ``export_row``); returns the byte offset its line starts at."""
         if self._file is None:
             raise ValueError(f"{self.path} is closed")
-        line = exported_line(exported) if exported is not None else row_line(row)
+        line = (exported_line(exported) if exported is not None else row_line(row)).encode()
         # One write per row: a kill leaves either the whole line or a partial last line.
         self._file.write(line)
         self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())
+        start = self.offset
+        self.offset += len(line)
+        return start
 
     def close(self) -> None:
         if self._file is not None:
@@ -73,7 +79,7 @@ class RowWriter:
         self.close()
 
 
-def write_rows(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
+def write_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
     """Write rows to a fresh file atomically (temp file + replace): ``data.save``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -99,6 +105,8 @@ class FileRows:
     path: Path
     rows: list[dict[str, Any]]
     lines: list[int]
+    #: the byte offset each row's line starts at
+    offsets: list[int] = attrs.field(factory=list)
 
     def where(self, index: int) -> str:
         """``runs/a.jsonl, line 7`` for the row at ``index``."""
@@ -131,6 +139,7 @@ def read_jsonl(
     data = target.read_bytes()
     rows: list[dict[str, Any]] = []
     numbers: list[int] = []
+    starts: list[int] = []
     offset = 0
     good_end = 0
     lines = data.split(b"\n")
@@ -150,12 +159,13 @@ def read_jsonl(
                 )
             rows.append(value)
             numbers.append(number)
+            starts.append(offset)
         good_end = end
         offset = end
     if tail == "cut" and good_end < len(data):
         with open(target, "r+b") as f:
             f.truncate(good_end)
-    return FileRows(target, rows, numbers)
+    return FileRows(target, rows, numbers, starts)
 
 
 class OutputBusy(RuntimeError):

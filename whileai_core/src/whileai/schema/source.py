@@ -90,7 +90,8 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
     if isinstance(source, bytes) or (isinstance(source, Mapping) and not carries_rows):
         raise TypeError(_wrong(what, source))
     trajectories = getattr(source, "trajectories", None)
-    if isinstance(trajectories, list):
+    # a list in memory, or a streamed run's rows read back from its output (StoredRows)
+    if isinstance(trajectories, Sequence) and not isinstance(trajectories, str | bytes):
         metadata = dict(getattr(source, "metadata", None) or {})
         fields = getattr(source, "_report_fields", None) or {}
         policy = getattr(source, "repeat_policy", None) or fields.get("repeat_policy")
@@ -133,7 +134,10 @@ def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
     """``rows`` with each rollout once: a row whose ``lineage.rollout_key`` an earlier row has
     is that rollout given again (``rows + rows``, a list built from two reads of one run), not
     another sample. Rows without a key are separate samples, however alike they read (one
-    prompt answered "5" four times). ``rows`` itself when nothing repeats."""
+    prompt answered "5" four times). ``rows`` itself when nothing repeats, or when ``rows``
+    says each of its rollouts is there once (a streamed run's ``StoredRows``)."""
+    if getattr(rows, "unique_rollouts", False) is True:
+        return rows
     seen: set[str] = set()
     dropped: list[int] = []
     for i, row in enumerate(rows):

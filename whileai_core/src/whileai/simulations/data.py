@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
+from whileai.simulations.tally import RunTally
 from whileai.sync import run_sync
 
 
@@ -234,7 +235,7 @@ class Simulation:
     def __init__(
         self,
         *,
-        trajectories: list[dict[str, Any]],
+        trajectories: Sequence[dict[str, Any]],
         metadata: dict[str, Any],
         system_prompts: dict[str, str],
         warnings: list[str],
@@ -242,13 +243,17 @@ class Simulation:
         report_fields: dict[str, Any],
         output: str | None = None,
         registry: Any = None,
-        exported: Mapping[int, dict[str, Any]] | None = None,
+        rows: Sequence[dict[str, Any]] | None = None,
+        tally: RunTally | None = None,
     ) -> None:
+        #: a list in memory; for a run that streamed to ``output=``, the rows read back from
+        #: the file with their privileged block and vector put back (StoredRows)
         self.trajectories = trajectories
-        # the engine hands over each row it already exported on its way to disk (by the
-        # row's identity); any other row is exported here
-        made = exported or {}
-        self.rows = RowList(made.get(id(t)) or export_row(t) for t in trajectories)
+        # the engine hands over the rows it already exported (a list, or the file read back);
+        # rows given any other way are exported here
+        self.rows: Sequence[dict[str, Any]] = (
+            rows if rows is not None else RowList(export_row(t) for t in trajectories)
+        )
         self.metadata = metadata
         self.system_prompts = system_prompts
         self.warnings = warnings
@@ -256,15 +261,27 @@ class Simulation:
         self.output = output
         self._report_fields = report_fields
         self._registry = registry
+        #: the engine's count of a streamed run's rows (they are not in memory to count again)
+        self._tally = tally
 
     def __len__(self) -> int:
         return len(self.trajectories)
 
     def __repr__(self) -> str:
+        errors = (
+            self._tally.n_errors
+            if self._tally is not None
+            else sum(1 for t in self.trajectories if t.get("error"))
+        )
         return (
             f"<Simulation run {self.metadata.get('run_id')}: {len(self.trajectories)} rollouts, "
-            f"{sum(1 for t in self.trajectories if t.get('error'))} errors>"
+            f"{errors} errors>"
         )
+
+    def tally(self) -> RunTally:
+        """The counts the report is made of: the engine's, for a run that streamed its rows;
+        else counted from the trajectories as they are now."""
+        return self._tally if self._tally is not None else RunTally.of(self.trajectories)
 
     @property
     def pass_at(self) -> Any:
@@ -284,24 +301,18 @@ class Simulation:
 
     def report(self) -> RunReport:
         """Every knob as resolved, the counts, the grader, faults, warnings and pass rates."""
-        faults: Counter[str] = Counter()
-        for t in self.trajectories:
-            for fault in t.get("faults") or []:
-                faults[str(fault.get("kind"))] += 1
-        graded = [t for t in self.trajectories if t.get("reward") is not None]
+        tally = self.tally()
         fields = dict(self._report_fields)
         fields.update(
-            n_tasks=len({t["scenario_id"] for t in self.trajectories}),
-            n_traces=len(self.trajectories),
-            n_seeds=len({t.get("seed") for t in self.trajectories}),
-            n_situations=len(
-                {(t.get("lineage") or {}).get("situation") for t in self.trajectories}
-            ),
-            n_graded=len(graded),
-            n_errors=sum(1 for t in self.trajectories if t.get("error")),
-            retries=sum(int((t.get("usage") or {}).get("retries") or 0) for t in self.trajectories),
-            faults=dict(faults),
-            pass_at=self.pass_at if graded else None,
+            n_tasks=len(tally.scenario_ids),
+            n_traces=tally.n,
+            n_seeds=len(tally.seeds),
+            n_situations=len(tally.situations),
+            n_graded=tally.n_graded,
+            n_errors=tally.n_errors,
+            retries=tally.retries,
+            faults=dict(tally.faults),
+            pass_at=tally.pass_at(self._report_fields["repeat_policy"]),
             output=self.output,
             warnings=list(self.warnings),
             degraded=list(self.degraded),
@@ -311,7 +322,7 @@ class Simulation:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the rows (JSONL) and the sidecar; returns the rows' path."""
         target = Path(path)
-        write_rows(target, list(self.rows))
+        write_rows(target, self.rows)
         write_sidecar(sidecar_path(target), self.sidecar(complete=True))
         return target
 
@@ -323,7 +334,7 @@ class Simulation:
             "warnings": self.warnings,
             "degraded": self.degraded,
             "complete": complete,
-            "report": _plain_report(self.report()) if self.trajectories else None,
+            "report": _plain_report(self.report()) if len(self.trajectories) else None,
         }
 
     def grade(self, judge: Any, *, registry: Any = None) -> Simulation:

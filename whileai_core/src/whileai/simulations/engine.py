@@ -36,7 +36,6 @@ from whileai.graders import Graders, MarkerSet, resolve_graders
 from whileai.pricing import PriceTable, price_table, shipped_table
 from whileai.registry import Registry, get_registry, notify
 from whileai.response_cache import CachingBackends, caching
-from whileai.schema.export import export_row
 from whileai.schema.files import (
     OutputLock,
     RowWriter,
@@ -49,7 +48,6 @@ from whileai.schema.files import (
 )
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
-from whileai.simulations.attribution import owner_shares
 from whileai.simulations.attribution_judge import Attributor
 from whileai.simulations.behavior import Embedder, situation_text
 from whileai.simulations.branching import (
@@ -62,6 +60,7 @@ from whileai.simulations.branching import (
 from whileai.simulations.costs import RunCosts
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
+from whileai.simulations.finished import FinishedRows
 from whileai.simulations.models import ResolvedModels, resolve_models
 from whileai.simulations.params import (
     ALIASES,
@@ -69,7 +68,7 @@ from whileai.simulations.params import (
     merge_aliases,
     resolve_params,
 )
-from whileai.simulations.plan import PlannedSituation, jobs_for, plan_from_tasks
+from whileai.simulations.plan import PlannedJobs, PlannedSituation, jobs_for, plan_from_tasks
 from whileai.simulations.progress import RunProgress
 from whileai.simulations.rollout import RolloutContext
 from whileai.simulations.search import Search
@@ -102,18 +101,22 @@ PLAN_VERSION = 2
 @attrs.define
 class _RunState:
     run_id: str
-    trajectories: list[dict[str, Any]]
+    #: the rows finished so far: on disk with only their offsets and counts kept (output=),
+    #: or in memory
+    finished: FinishedRows
+    #: the rollout keys a resumed run found on disk (not played again)
     done_keys: set[str]
     warnings: list[str]
-    writer: RowWriter | None
     progress: RunProgress
     registry: Registry
     total: int
     #: every secret the run's backends hold, kept out of rows, warnings and reports
     redactor: Redactor = attrs.field(factory=Redactor)
-    #: each streamed row as it went to disk, by the row's identity: ``data.rows`` reuses it
-    #: rather than exporting every row a second time
-    exported: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    #: the rows of the batch a learning strategy is about to be told, while it plays
+    batch: list[dict[str, Any]] | None = None
+    #: a resumed run whose strategy learns: where each row found on disk starts, by key, so
+    #: its batch can be told them again
+    existing_at: dict[str, int] = attrs.field(factory=dict)
     #: the response cache's counters when the run started
     cache_start: dict[str, int] = attrs.field(factory=dict)
     #: where the rollouts run, and the cache counts its workers had handed back by then
@@ -192,7 +195,7 @@ def _warn_once(warnings: list[str], message: str) -> None:
 
 
 async def _execute(
-    jobs: list[Job],
+    jobs: Sequence[Job],
     executor: Any,
     run: RunSpec,
     state: _RunState,
@@ -200,26 +203,26 @@ async def _execute(
 ) -> None:
     """Hand the jobs not yet done to the executor; each row it yields is streamed to disk,
     keyed for resume, counted and announced here, whichever process ran it."""
-    pending = [job for job in jobs if job.key not in state.done_keys]
+    pending = (
+        jobs.without(state.done_keys)
+        if isinstance(jobs, PlannedJobs)
+        else [job for job in jobs if job.key not in state.done_keys]
+    )
     if not pending:
         return
     if state.stopped:
         return
+    observed = bool(state.registry.pm.hook.whileai_rollout_finished.get_hookimpls())
     rows = executor.run(pending, knobs.max_concurrency, run)
     try:
         async for row in rows:
             state.redactor.in_place(row)
             if state.costs is not None:
                 state.costs.price_row(row)
-            state.trajectories.append(row)
-            key = _key_of(row)
-            if key is not None:
-                state.done_keys.add(key)
-            # one export serves the file and the observers
-            exported = export_row(row)
-            state.exported[id(row)] = exported
-            if state.writer is not None:
-                state.writer.write(row, exported=exported)
+            # one export serves the file (or data.rows) and the observers
+            exported = state.finished.add(row)
+            if state.batch is not None:
+                state.batch.append(row)
             usage = row.get("usage") or {}
             state.progress.advance(
                 retries=int(usage.get("retries") or 0),
@@ -235,15 +238,18 @@ async def _execute(
                 ),
                 waited_s=float(usage.get("waited_s") or 0.0),
             )
-            for warning in notify(
-                state.registry.pm,
-                "whileai_rollout_finished",
-                run_id=state.run_id,
-                row=dict(exported),
-                done=len(state.trajectories),
-                total=state.total,
-            ):
-                _warn_once(state.warnings, warning)
+            if observed:
+                # a streamed row is let go once written: observers may have it; one kept in
+                # memory for data.rows gets a copy of its own to them
+                for warning in notify(
+                    state.registry.pm,
+                    "whileai_rollout_finished",
+                    run_id=state.run_id,
+                    row=exported if state.finished.streams else dict(exported),
+                    done=len(state.finished),
+                    total=state.total,
+                ):
+                    _warn_once(state.warnings, warning)
             if state.budget_usd is not None and not state.gated and not _within_budget(state):
                 # an executor that cannot be asked before each job: what it has not yielded
                 # yet is cancelled (a resume plays it); the finished rows are on disk
@@ -254,16 +260,6 @@ async def _execute(
             await aclose()
         for warning in getattr(executor, "warnings", None) or []:
             _warn_once(state.warnings, warning)
-
-
-def _split_groups(trajectories: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Scenario ids whose binary rewards disagree, with their pass rate."""
-    rewards: dict[str, list[float]] = {}
-    for t in trajectories:
-        r = t.get("reward")
-        if r in (0, 1):
-            rewards.setdefault(t["scenario_id"], []).append(float(r))
-    return {k: sum(v) / len(v) for k, v in rewards.items() if 0 < sum(v) < len(v)}
 
 
 def _resume_plan(call: _Call, sha: str) -> dict[str, Any]:
@@ -341,6 +337,8 @@ class _Opened:
     run_id: str
     created: str
     existing: list[dict[str, Any]]
+    #: the byte offset of each existing row's line
+    offsets: list[int] = attrs.field(factory=list)
     #: the exclusive lock on the output, held until the run closes
     lock: OutputLock | None = None
 
@@ -422,13 +420,10 @@ async def _run_once(
         total = planned.planned_rollouts(call.params)
         record = _record(call, opened, planned, sha, total, replayed_from)
 
-        def simulation(
-            trajectories: list[dict[str, Any]], exported: Mapping[int, dict[str, Any]] | None = None
-        ) -> Simulation:
-            first = next(
-                (t.get("model_version") for t in trajectories if t.get("model_version")), None
-            )
-            record.metadata["model_version"] = first
+        def simulation(finished: FinishedRows) -> Simulation:
+            record.metadata["model_version"] = finished.tally.model_version
+            situations = {p.scenario_id: p.situation for p in planned.plans}
+            trajectories, rows = finished.handed_back(situations, planned.vectors)
             return Simulation(
                 trajectories=trajectories,
                 metadata=record.metadata,
@@ -438,10 +433,13 @@ async def _run_once(
                 report_fields=record.report_fields,
                 output=output,
                 registry=call.registry,
-                exported=exported,
+                rows=rows,
+                # rows streamed to disk are counted once, here; rows in memory are counted
+                # again from data.trajectories, as they are when the report is read
+                tally=finished.tally if finished.streams else None,
             )
 
-        state = _start(call, opened, record, simulation, total, warnings)
+        state = _start(call, opened, planned, record, simulation, total, warnings)
         before = snapshot(call.backends)
         state.cache_start = _cache_counts(call)
         state.executor = runs_on
@@ -468,8 +466,8 @@ async def _run_once(
                 state.progress.backend_retries(retries_so_far(call.backends, before))
         finally:
             watcher.cancel()
-            if state.writer is not None:
-                state.writer.close()
+            if state.finished.writer is not None:
+                state.finished.writer.close()
         data = _report(call, planned, record, state, before, simulation, warnings)
         _close(call, opened, data, warnings)
         return data, planned.plans
@@ -538,9 +536,10 @@ def _read_existing(
     if removed:
         warnings.append(f"removed {removed} temporary file(s) a killed run left beside {output}")
     side = read_sidecar(sidecar_path(output))
-    on_disk = read_jsonl(
+    read = read_jsonl(
         output, what="output", tail="cut" if params.resume else "drop", missing_ok=True
-    ).rows
+    )
+    on_disk = read.rows
     if (on_disk or side) and not params.resume:
         raise FileExistsError(
             f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
@@ -569,12 +568,13 @@ def _read_existing(
                 "into this one: remove them, or start a fresh output"
             )
     seen: set[str] = set()
-    for row in on_disk:
+    for row, offset in zip(on_disk, read.offsets, strict=True):
         key = _key_of(row)
         if key is None or key in seen:
             continue
         seen.add(key)
         opened.existing.append(row)
+        opened.offsets.append(offset)
     if len(opened.existing) < len(on_disk):
         warnings.append(f"{len(on_disk) - len(opened.existing)} duplicate rows in {output} ignored")
 
@@ -648,10 +648,21 @@ async def _execute_plan(
         if not batch:
             break
         jobs = jobs_for(batch, repeats, call.params.seed, replayed_from=replayed_from)
+        # only a strategy that learns is told rows: only then are a batch's rows held
+        state.batch = [] if search.learns else None
         await _execute(jobs, runs_on, run, state, call.knobs)
-        keys = {job.key for job in jobs}
-        search.tell([t for t in state.trajectories if _key_of(t) in keys])
+        if state.batch is not None:
+            search.tell(_batch_rows(state, jobs))
+        state.batch = None
     planned.plans = list(search.plans)
+
+
+def _batch_rows(state: _RunState, jobs: PlannedJobs) -> list[dict[str, Any]]:
+    """The batch's rows a strategy is told, in plan order: those it played, and those a
+    resumed run found on disk (read back from there)."""
+    found = [state.existing_at[k] for k in jobs.job_keys() if k in state.existing_at]
+    rows = [*state.finished.at(found), *(state.batch or [])] if found else list(state.batch or [])
+    return sorted(rows, key=_place)
 
 
 def _context(call: _Call, run_id: str, sha: str) -> RolloutContext:
@@ -830,17 +841,30 @@ def _situation_count(call: _Call, planned: _Planned) -> int:
 def _start(
     call: _Call,
     opened: _Opened,
+    planned: _Planned,
     record: _Record,
-    simulation: Callable[[list[dict[str, Any]]], Simulation],
+    simulation: Callable[[FinishedRows], Simulation],
     total: int,
     warnings: list[str],
 ) -> _RunState:
-    """Open the row writer, write the incomplete sidecar, announce the run, and count the
-    rows a resumed run already has."""
+    """Open the row writer, count the rows a resumed run already has (and let them go),
+    write the incomplete sidecar and announce the run."""
     output = opened.output
     writer = RowWriter(output, fsync=bool(call.knobs.fsync_rows)) if output is not None else None
+    finished = FinishedRows(writer)
+    learns = planned.search is not None and planned.search.learns
+    existing_at: dict[str, int] = {}
+    for row, offset in zip(opened.existing, opened.offsets, strict=True):
+        finished.add_existing(row, offset)
+        if learns and (key := _key_of(row)):
+            existing_at[key] = offset
+    done_keys = {k for r in opened.existing if (k := _key_of(r))}
+    n_existing = len(opened.existing)
+    # counted: the rows are read back from disk from here on
+    opened.existing = []
+    opened.offsets = []
     if output is not None:
-        write_sidecar(sidecar_path(output), simulation(opened.existing).sidecar(complete=False))
+        write_sidecar(sidecar_path(output), simulation(finished).sidecar(complete=False))
     for warning in notify(
         call.registry.pm,
         "whileai_run_started",
@@ -850,17 +874,17 @@ def _start(
     ):
         _warn_once(warnings, warning)
     progress = RunProgress(total, refresh_per_second=call.knobs.progress_refresh_per_second)
-    progress.done += len(opened.existing)
+    progress.done += n_existing
     return _RunState(
         opened.run_id,
-        list(opened.existing),
-        {k for r in opened.existing if (k := _key_of(r))},
+        finished,
+        done_keys,
         warnings,
-        writer,
         progress,
         call.registry,
         total,
         run_redactor(call),
+        existing_at=existing_at,
     )
 
 
@@ -897,7 +921,7 @@ def _report(
     record: _Record,
     state: _RunState,
     before: Mapping[int, Any],
-    simulation: Callable[[list[dict[str, Any]], Mapping[int, dict[str, Any]]], Simulation],
+    simulation: Callable[[FinishedRows], Simulation],
     warnings: list[str],
 ) -> Simulation:
     """The finished run: where its situations came from, what each backend did, its
@@ -913,10 +937,6 @@ def _report(
         done = len(planned.plans) * call.params.rollouts_per_request
         if outcome.stopped_short and record.metadata["planned_rollouts"] > done:
             record.metadata["planned_rollouts"] = done
-    for row in state.trajectories:
-        vector = planned.vectors.get(str(row.get("scenario_id")))
-        if vector is not None:
-            row["vector"] = vector
     usage = usage_report(call.backends, before)
     if state.costs is not None:
         fields["cost"] = state.costs.report(call.backends, before)
@@ -930,11 +950,9 @@ def _report(
                 + "), so their cost is None, not 0: add them with advanced={'prices': {...}}.",
             )
     if state.stopped:
-        state.stopped = (
-            f"{state.stopped}; {len(state.trajectories)} of {state.total} rollouts finished"
-        )
+        state.stopped = f"{state.stopped}; {len(state.finished)} of {state.total} rollouts finished"
     fields["stopped"] = state.stopped
-    fields["failures"] = owner_shares(state.trajectories)
+    fields["failures"] = state.finished.tally.owner_shares()
     if state.stopped:
         _warn_once(
             warnings,
@@ -966,7 +984,7 @@ def _report(
         warnings[:] = [redact.text(w) for w in warnings]
         record.report_fields.update(redact.value(dict(record.report_fields)))
         record.metadata.update(redact.value(dict(record.metadata)))
-    return simulation(_in_plan_order(state.trajectories), state.exported)
+    return simulation(state.finished)
 
 
 def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) -> None:
@@ -1008,7 +1026,7 @@ def _extra_jobs(
     """Under repeat_policy="rl", more repeats for groups whose repeats disagree, the most
     split first (pass rate nearest one half, where a grouped update learns most), within
     budget; and per group the extra repeats the budget cut."""
-    split = _split_groups(state.trajectories)
+    split = state.finished.tally.split_groups()
     room = None if params.budget is None else params.budget - state.total
     base = params.rollouts_per_request
     extra: list[Job] = []
@@ -1037,16 +1055,14 @@ def _extra_jobs(
     return extra, cut
 
 
-def _in_plan_order(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def order(t: Mapping[str, Any]) -> tuple[int, int, int]:
-        lineage = t.get("lineage") or {}
-        return (
-            int(lineage.get("situation", 0)),
-            int(lineage.get("phrasing", 0)),
-            int(lineage.get("repeat", 0)),
-        )
-
-    return sorted(trajectories, key=order)
+def _place(t: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Where a row sits in the plan: situation, phrasing, repeat."""
+    lineage = t.get("lineage") or {}
+    return (
+        int(lineage.get("situation", 0)),
+        int(lineage.get("phrasing", 0)),
+        int(lineage.get("repeat", 0)),
+    )
 
 
 def _run_output(output: str | None, run: int, runs: int) -> str | None:

@@ -183,30 +183,90 @@ def jobs_for(
     *,
     replayed_from: str | None,
     run_index: int = 0,
-) -> list[Job]:
-    """One job per (plan, repeat). Its rollout seed is derived from the run seed, the
-    situation and the repeat, and from ``run_index`` for the second and later runs of
-    ``runs=N``, so each run of a replay draws fresh rollouts (run-to-run noise is real)."""
-    again = () if run_index == 0 else (run_index,)
-    return [
-        Job(
+) -> PlannedJobs:
+    """One job per (plan, repeat), plan by plan. Its rollout seed is derived from the run
+    seed, the situation and the repeat, and from ``run_index`` for the second and later runs
+    of ``runs=N``, so each run of a replay draws fresh rollouts (run-to-run noise is real)."""
+    return PlannedJobs(list(plans), repeats, seed, replayed_from, run_index)
+
+
+class PlannedJobs(Sequence[Job]):
+    """The jobs of some plans and repeats, each made when it is read: a million-rollout run
+    holds its plans, not a million jobs. ``without(keys)`` leaves out the jobs already done."""
+
+    def __init__(
+        self,
+        plans: list[PlannedSituation],
+        repeats: range,
+        seed: int,
+        replayed_from: str | None,
+        run_index: int,
+        picked: Sequence[int] | None = None,
+    ) -> None:
+        self._plans = plans
+        self._repeats = repeats
+        self._seed = seed
+        self._replayed_from = replayed_from
+        self._again = () if run_index == 0 else (run_index,)
+        self._run_index = run_index
+        #: which of the (plan, repeat) positions are in the sequence; None for all
+        self._picked = picked
+
+    def __len__(self) -> int:
+        if self._picked is not None:
+            return len(self._picked)
+        return len(self._plans) * len(self._repeats)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"job {index} of {n}")
+        return self._job(self._picked[i] if self._picked is not None else i)
+
+    def __iter__(self) -> Any:
+        positions = self._picked if self._picked is not None else range(len(self))
+        return (self._job(p) for p in positions)
+
+    def job_keys(self) -> list[str]:
+        return [self._key(p) for p in self._positions()]
+
+    def without(self, done: set[str]) -> PlannedJobs:
+        """These jobs less those whose key is in ``done``."""
+        if not done:
+            return self
+        picked = [p for p in self._positions() if self._key(p) not in done]
+        return PlannedJobs(
+            self._plans, self._repeats, self._seed, self._replayed_from, self._run_index, picked
+        )
+
+    def _positions(self) -> Sequence[int]:
+        return self._picked if self._picked is not None else range(len(self))
+
+    def _key(self, position: int) -> str:
+        plan, r = divmod(position, len(self._repeats))
+        return f"{self._plans[plan].scenario_id}/r{self._repeats[r]}"
+
+    def _job(self, position: int) -> Job:
+        at, r_index = divmod(position, len(self._repeats))
+        plan, r = self._plans[at], self._repeats[r_index]
+        return Job(
             key=f"{plan.scenario_id}/r{r}",
             situation=plan.situation,
             scenario_id=plan.scenario_id,
             situation_index=plan.index,
             phrasing=plan.phrasing,
             repeat=r,
-            seed=derive_seed(seed, "rollout", plan.scenario_id, r, *again),
+            seed=derive_seed(self._seed, "rollout", plan.scenario_id, r, *self._again),
             spec=plan.spec,
             arm=plan.arm,
             selection_reason=plan.selection_reason,
-            replayed=plan.replayed or replayed_from is not None,
-            replayed_from_run=replayed_from,
+            replayed=plan.replayed or self._replayed_from is not None,
+            replayed_from_run=self._replayed_from,
             situation_seed=plan.seed,
             prefix=plan.prefix,
             branched_from=plan.branched_from,
             episode_seed=plan.episode_seed,
         )
-        for plan in plans
-        for r in repeats
-    ]

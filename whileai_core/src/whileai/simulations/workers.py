@@ -203,24 +203,39 @@ class InProcessExecutor:
     async def run(
         self, jobs: Sequence[Job], concurrency: int, run: RunSpec
     ) -> AsyncIterator[dict[str, Any]]:
-        """Yield each job's graded row as it finishes."""
+        """Yield each job's graded row as it finishes. Jobs are read from ``jobs`` as room
+        frees, so at most ``concurrency`` rollouts (and their tasks) exist at once however
+        long the run."""
         runner = self._runner if self._runner is not None else await JobRunner.open(run)
-        semaphore = asyncio.Semaphore(concurrency)
+        upcoming = iter(jobs)
+        finished: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
+        in_flight: set[asyncio.Future[dict[str, Any]]] = set()
+        starting = True
 
-        async def one(job: Job) -> dict[str, Any] | None:
-            async with semaphore:
+        def start_more() -> None:
+            nonlocal starting
+            while starting and len(in_flight) < concurrency:
                 if self.may_start is not None and not self.may_start():
-                    return None
-                return await runner.run(job)
+                    starting = False
+                    break
+                job = next(upcoming, None)
+                if job is None:
+                    starting = False
+                    break
+                task = asyncio.ensure_future(runner.run(job))
+                in_flight.add(task)
+                task.add_done_callback(finished.put_nowait)
 
-        pending = [asyncio.ensure_future(one(job)) for job in jobs]
         try:
-            for finished in asyncio.as_completed(pending):
-                row = await finished
-                if row is not None:
-                    yield row
+            start_more()
+            while in_flight:
+                task = await finished.get()
+                in_flight.discard(task)
+                row = task.result()
+                start_more()
+                yield row
         finally:
-            for task in pending:
+            for task in in_flight:
                 task.cancel()
             if runner is not self._runner:
                 self.warnings.extend(runner.warnings)

@@ -1,0 +1,175 @@
+"""Engine memory: peak RSS growth of a single-turn shop run writing ``output=``, at 10,000,
+100,000 and 1,000,000 rollouts.
+
+    python3 dev.py bench bench_engine_memory            # 10k, 100k, 1M rollouts
+    python3 dev.py bench bench_engine_memory --quick    # 2k, 10k
+
+Each size runs in a fresh process: it imports whileai, warms up with a small run, reads its
+resident set (``/proc/self/statm``), runs ``simulate()`` and reads the peak (``ru_maxrss``). The
+growth is peak minus start. Target: under 200 MiB at every size.
+
+The rollouts grow with the repeats over a fixed 2,500 situations (4, 40, 400 repeats): what a
+run keeps per situation (its plan, its privileged block, one entry in the report's per-group
+table) is not per rollout. A second table, labelled, holds the repeats at 4 and grows the
+situations instead, to show what a situation costs.
+
+Before the table is printed, the smallest size's rows on disk are checked against the same
+run held in memory (``data.rows`` without ``output=``): the same rows, every one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MIB = 1024 * 1024
+TARGET_MIB = 200
+SITUATIONS = 2500
+
+
+def rss_now() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def simulate(situations: int, repeats: int, output: str | None) -> Any:
+    import whileai as wai
+    from whileai import hookimpl
+    from whileai.registry import Registry
+    from whileai.testing import PleasedUser
+    from whileai_worlds.testing import ScriptedSupportAgent
+
+    class ShopDoubles:
+        @hookimpl
+        def whileai_register_backends(self, register: Any) -> None:
+            register("support", lambda argument=None, **_: ScriptedSupportAgent())
+            register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))
+
+    return wai.simulate(
+        registry=Registry.load(plugins=[ShopDoubles()]),
+        agent_model="support:scripted",
+        user_model="customer:pleased",
+        simulator="template",
+        unique=situations,
+        repeats=repeats,
+        max_turns=1,
+        fault_rate=0.2,
+        seed=5,
+        output=output,
+        advanced={"max_concurrency": 64},
+    )
+
+
+def child(situations: int, repeats: int, output: str) -> None:
+    """One measured run in this process; prints a JSON line."""
+    with tempfile.TemporaryDirectory() as warm:
+        simulate(20, 2, f"{warm}/warm.jsonl")
+    start = rss_now()
+    began = time.perf_counter()
+    data = simulate(situations, repeats, output)
+    seconds = time.perf_counter() - began
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    report = data.report()
+    print(
+        json.dumps(
+            {
+                "rollouts": len(data),
+                "start": start,
+                "peak": peak,
+                "seconds": seconds,
+                "n_traces": report.n_traces,
+                "errors": report.n_errors,
+            }
+        )
+    )
+
+
+def measure(situations: int, repeats: int, output: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(situations), str(repeats), output],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def same_as_in_memory(path: str, situations: int, repeats: int) -> int:
+    """The rows on disk are the in-memory run's rows (run ids aside); returns how many."""
+
+    def key(row: dict[str, Any]) -> str:
+        row = {k: v for k, v in row.items() if k != "run_id"}
+        row["lineage"] = {k: v for k, v in row["lineage"].items() if k != "run_id"}
+        return json.dumps(row, sort_keys=True)
+
+    on_disk = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    held = list(simulate(situations, repeats, None).rows)
+    assert sorted(map(key, on_disk)) == sorted(map(key, held)), "rows on disk differ"
+    return len(on_disk)
+
+
+def table(title: str, runs: list[tuple[int, int]], scratch: str) -> list[dict[str, Any]]:
+    print(title)
+    folder = tempfile.mkdtemp(dir=scratch)
+    print(f"  {'rollouts':>10} {'situations':>10} {'repeats':>7} {'seconds':>8} "
+          f"{'rollouts/s':>10} {'RSS growth':>11}")  # fmt: skip
+    out = []
+    for situations, repeats in runs:
+        path = f"{folder}/rows-{situations}-{repeats}.jsonl"
+        got = measure(situations, repeats, path)
+        assert got["rollouts"] == got["n_traces"] == situations * repeats
+        written = sum(1 for _ in open(path, encoding="utf-8"))
+        assert written == got["rollouts"], f"{written} rows on disk of {got['rollouts']}"
+        growth = (got["peak"] - got["start"]) / MIB
+        got.update(situations=situations, repeats=repeats, growth_mib=growth, path=path)
+        print(
+            f"  {got['rollouts']:>10,} {situations:>10,} {repeats:>7} {got['seconds']:>8.1f} "
+            f"{got['rollouts'] / got['seconds']:>10,.0f} {growth:>8.1f} MiB"
+        )
+        out.append(got)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--child", nargs=3, metavar=("SITUATIONS", "REPEATS", "OUTPUT"))
+    args = parser.parse_args()
+    if args.child:
+        child(int(args.child[0]), int(args.child[1]), args.child[2])
+        return
+    repeats = [4, 20] if args.quick else [4, 40, 400]
+    situations = 500 if args.quick else SITUATIONS
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = table(
+            f"single-turn shop world, fault_rate 0.2, output= JSONL, {situations:,} situations:",
+            [(situations, r) for r in repeats],
+            scratch,
+        )
+        checked = same_as_in_memory(rows[0]["path"], situations, repeats[0])
+        print(f"  rows on disk at {rows[0]['rollouts']:,} rollouts: the in-memory run's rows, "
+              f"all {checked:,} (run ids aside)")  # fmt: skip
+        worst = max(r["growth_mib"] for r in rows)
+        print(
+            f"  peak RSS growth at most {worst:.1f} MiB (target < {TARGET_MIB} MiB at every "
+            f"size: {'met' if worst < TARGET_MIB else 'NOT met'})"
+        )
+        per = table(
+            "(information, not the target) repeats fixed at 4, situations growing:",
+            [(situations, 4), (situations * 10, 4)],
+            scratch,
+        )
+        cost = (per[1]["growth_mib"] - per[0]["growth_mib"]) * MIB / (situations * 9)
+        print(f"  about {cost / 1024:.1f} KiB per situation (its plan, privileged block, "
+              "report entry and the rows of its repeats)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""A run with ``output=`` streams: each row goes to disk and is let go, and ``data.rows``,
+``data.trajectories`` and every measurement read the file back, giving what a run held in
+memory gives. Rows in memory are counted (``gc``), never timed."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sim_doubles as d
+
+import whileai as wai
+from whileai import hookimpl
+from whileai.schema.stored import StoredRows
+from whileai.simulations.attribution import owner_shares
+
+
+def live_rows() -> int:
+    """Rollout rows alive in this process (trajectories and exported rows alike)."""
+    return sum(
+        1
+        for o in gc.get_objects()
+        if type(o) is dict and "steps" in o and "lineage" in o and "scenario_id" in o
+    )
+
+
+class RowCounter:
+    """Counts the rows alive each time the 100th, 200th, ... rollout finishes."""
+
+    def __init__(self) -> None:
+        self.alive: list[int] = []
+
+    @hookimpl
+    def whileai_rollout_finished(
+        self, run_id: str, row: Mapping[str, Any], done: int, total: int
+    ) -> None:
+        if done % 100 == 0:
+            self.alive.append(live_rows())
+
+
+def without_run(rows: Any) -> list[dict[str, Any]]:
+    """Rows with the run id (which differs from run to run) taken out."""
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k != "run_id"}
+        row["lineage"] = {k: v for k, v in row["lineage"].items() if k != "run_id"}
+        out.append(row)
+    return out
+
+
+def run(tmp_path: Path | None, *plugins: object, **params: Any) -> wai.Simulation:
+    knobs = {**d.BASE, "seed": 3, **params}
+    if tmp_path is not None:
+        knobs["output"] = str(tmp_path / "rows.jsonl")
+    return wai.simulate(registry=d.registry(*plugins), **knobs)
+
+
+def test_a_streamed_run_keeps_a_bounded_number_of_rows_in_memory(tmp_path: Path) -> None:
+    gc.collect()
+    before = live_rows()
+    kept, streamed = RowCounter(), RowCounter()
+    run(None, kept, unique=50, repeats=12, advanced={**d.BASE["advanced"], "max_concurrency": 8})
+    run(
+        tmp_path,
+        streamed,
+        unique=50,
+        repeats=12,
+        advanced={**d.BASE["advanced"], "max_concurrency": 8},
+    )
+    # held in memory, a run keeps every row and its exported copy: the count grows with it
+    assert kept.alive[-1] - before >= 2 * 600
+    # streamed, it holds the rollouts in flight and the one being announced, however far on
+    assert len(streamed.alive) == 6
+    assert max(streamed.alive) - before <= 2 * 8 + 4, streamed.alive
+
+
+def test_rows_trajectories_and_the_report_match_a_run_held_in_memory(tmp_path: Path) -> None:
+    params: dict[str, Any] = {"unique": 6, "repeats": 4, "phrasings": 2, "max_turns": 3}
+    memory, streamed = run(None, **params), run(tmp_path, **params)
+    assert isinstance(streamed.rows, StoredRows) and streamed.rows() is streamed.rows
+    assert len(streamed) == len(memory) == 48
+    assert without_run(streamed.rows) == without_run(memory.rows)
+    # in plan order, as memory's are; the file holds the same rows in the order they ended
+    on_disk = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert sorted(json.dumps(r, sort_keys=True) for r in on_disk) == sorted(
+        json.dumps(r, sort_keys=True) for r in streamed.rows
+    )
+    # trajectories are the rows with the privileged block (and vector) put back
+    for mem, back in zip(memory.trajectories, streamed.trajectories, strict=True):
+        assert back["privileged"] == mem["privileged"]
+        assert back["vector"] == mem["vector"]
+        assert back["reward"] == mem["reward"] and back["steps"] == mem["steps"]
+    ours, theirs = streamed.report().to_dict(), memory.report().to_dict()
+    for changes in ("run_id", "output"):
+        ours.pop(changes), theirs.pop(changes)
+    assert ours == theirs
+
+
+def test_every_measurement_reads_a_streamed_run_as_it_reads_one_in_memory(
+    tmp_path: Path,
+) -> None:
+    params: dict[str, Any] = {"unique": 8, "repeats": 4, "phrasings": 2}
+    memory, streamed = run(None, **params), run(tmp_path, **params)
+    same = [
+        lambda data: wai.pass_at(data).to_dict(),
+        lambda data: wai.pass_at(data, k=2).to_dict(),
+        lambda data: wai.group_signal(data).to_dict(),
+        lambda data: wai.metric_summary(data).to_dict(),
+        lambda data: wai.marker_summary(data).to_dict(),
+        lambda data: data.pass_at.to_dict(),
+    ]
+    for measure in same:
+        assert measure(streamed) == measure(memory)
+    assert wai.compare(streamed, memory).to_dict()["delta"] == 0.0
+
+
+def test_the_report_counts_what_the_measurements_count(tmp_path: Path) -> None:
+    streamed = run(tmp_path, unique=5, repeats=4, phrasings=3, repeat_policy="rl")
+    report = streamed.report()
+    assert (
+        report.pass_at.to_dict() == wai.pass_at(list(streamed.rows), repeat_policy="rl").to_dict()
+    )
+    assert report.failures == owner_shares(list(streamed.rows))
+    assert report.n_traces == len(list(streamed.trajectories))
+
+
+def test_stored_rows_read_like_a_list_and_say_when_their_file_is_gone(tmp_path: Path) -> None:
+    streamed = run(tmp_path, unique=2, repeats=3)
+    rows = streamed.rows
+    assert rows[-1] == list(rows)[-1] and rows[1:3] == list(rows)[1:3]
+    assert rows + [] == list(rows)
+    # each read is a fresh dict: changing one changes nothing
+    rows[0]["reward"] = "changed"
+    assert rows[0]["reward"] != "changed"
+    with pytest.raises(IndexError, match="row 6 of 6"):
+        rows[6]
+    (tmp_path / "rows.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match="read from its output"):
+        list(rows)

@@ -1,0 +1,101 @@
+"""``StoredRows``: the rows a run streamed to its output file, read back from it when asked.
+
+A run with ``output=`` keeps no row in memory once it is on disk; ``data.rows`` and
+``data.trajectories`` are this sequence over the file, holding only where each row's line
+starts (8 bytes a row), in plan order. Each read parses the line again, so a row read twice
+is two equal dicts, and changing one changes nothing on disk. ``attach`` puts back what never
+goes to disk (a trajectory's privileged block and vector) on every read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, overload
+
+from whileai.schema.records import RowError
+
+Attach = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class StoredRows(Sequence[dict[str, Any]]):
+    """A run's rows in ``path``, at byte ``offsets``, in that order; a sequence (and callable,
+    as ``data.rows()`` is) whose items are parsed from the file on each read."""
+
+    #: every row is one rollout, once: the engine wrote each key once (measurements skip the
+    #: pass that drops a rollout given twice)
+    unique_rollouts = True
+
+    def __init__(
+        self, path: str | os.PathLike[str], offsets: Sequence[int], attach: Attach | None = None
+    ) -> None:
+        self.path = Path(path)
+        self._offsets = offsets
+        self._attach = attach
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            picked = range(len(self))[index]
+            with self._open() as f:
+                return [self._read(f, self._offsets[i]) for i in picked]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"row {index} of {n}")
+        with self._open() as f:
+            return self._read(f, self._offsets[i])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self._open() as f:
+            for offset in self._offsets:
+                yield self._read(f, offset)
+
+    def __call__(self) -> StoredRows:
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [*self, *other]
+
+    def __repr__(self) -> str:
+        return f"<StoredRows: {len(self)} rows in {self.path}>"
+
+    def _open(self) -> IO[bytes]:
+        try:
+            return open(self.path, "rb")
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"the run's rows are read from its output {str(self.path)!r}, which is gone; "
+                "keep the file for as long as you read the run"
+            ) from None
+
+    def _read(self, f: IO[bytes], offset: int) -> dict[str, Any]:
+        f.seek(offset)
+        line = f.readline()
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict):
+            raise RowError(
+                f"{self.path} changed under the run: the row written at byte {offset} is no "
+                "longer a JSON object there"
+            )
+        return self._attach(row) if self._attach is not None else row
