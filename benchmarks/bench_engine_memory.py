@@ -125,7 +125,8 @@ def table(title: str, runs: list[tuple[int, int]], scratch: str) -> list[dict[st
         path = f"{folder}/rows-{situations}-{repeats}.jsonl"
         got = measure(situations, repeats, path)
         assert got["rollouts"] == got["n_traces"] == situations * repeats
-        written = sum(1 for _ in open(path, encoding="utf-8"))
+        with open(path, encoding="utf-8") as f:
+            written = sum(1 for _ in f)
         assert written == got["rollouts"], f"{written} rows on disk of {got['rollouts']}"
         growth = (got["peak"] - got["start"]) / MIB
         got.update(situations=situations, repeats=repeats, growth_mib=growth, path=path)
