@@ -60,8 +60,7 @@ class AnswerKey:
         new object (the same object when nothing in it matched)."""
         if not self:
             return value
-        if isinstance(value, str):
-            return _Masker(self.values, self.numbers).text(value)
+        text = isinstance(value, str)
         try:
             written = json.dumps(value, ensure_ascii=False, default=str)
         except (TypeError, ValueError, RecursionError):
@@ -75,15 +74,11 @@ class AnswerKey:
         # (C-speed searches rather than a walk over every string), and read back. Whatever
         # the text cannot settle (a number to compare, text that no longer parses) goes to
         # the walk, which reads every string.
-        found = [
-            needle
-            for v in self.values
-            for needle in _needles(v)
-            if needle.text in (written if needle.exact_case else lowered)
-        ]
-        if not found and not self.numbers:
+        found = self._needles_in(written, lowered)
+        # (numbers are compared where they stand as numbers: a string has none)
+        if not found and (text or not self.numbers):
             return value
-        if self.numbers:
+        if self.numbers and not text:
             return _Masker(self.values, self.numbers).value(value)
         spans = _spans(written, lowered, found)
         if not spans:
@@ -93,6 +88,15 @@ class AnswerKey:
             return json.loads(masked, object_pairs_hook=_distinct_keys)
         except ValueError:
             return _Masker(self.values, self.numbers).value(value)
+
+    def _needles_in(self, written: str, lowered: str) -> list[_Needle]:
+        """The needles of the key that ``written`` (JSON text) holds."""
+        return [
+            needle
+            for v in self.values
+            for needle in _needles(v)
+            if needle.text in (written if needle.exact_case else lowered)
+        ]
 
 
 @attrs.frozen
@@ -275,7 +279,7 @@ def _pattern(values: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(pieces))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=65536)
 def _needles(value: str) -> tuple[_Needle, ...]:
     """Each form of ``value``, and the start of a long one, as it reads inside a JSON string
     (lower case where the case need not match)."""

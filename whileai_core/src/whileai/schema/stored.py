@@ -13,11 +13,21 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import IO, Any, Protocol, SupportsIndex, overload
 
 from whileai.schema.records import RowError
 
 Attach = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class Offsets(Protocol):
+    """Byte offsets by position: a list, an ``array("q")`` or a numpy array of int64."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> SupportsIndex: ...
+
+    def __iter__(self) -> Iterator[SupportsIndex]: ...
 
 
 class StoredRows(Sequence[dict[str, Any]]):
@@ -29,7 +39,10 @@ class StoredRows(Sequence[dict[str, Any]]):
     unique_rollouts = True
 
     def __init__(
-        self, path: str | os.PathLike[str], offsets: Sequence[int], attach: Attach | None = None
+        self,
+        path: str | os.PathLike[str],
+        offsets: Sequence[int] | Offsets,
+        attach: Attach | None = None,
     ) -> None:
         self.path = Path(path)
         self._offsets = offsets
@@ -86,8 +99,8 @@ class StoredRows(Sequence[dict[str, Any]]):
                 "keep the file for as long as you read the run"
             ) from None
 
-    def _read(self, f: IO[bytes], offset: int) -> dict[str, Any]:
-        f.seek(offset)
+    def _read(self, f: IO[bytes], offset: SupportsIndex) -> dict[str, Any]:
+        f.seek(offset.__index__())
         line = f.readline()
         try:
             row = json.loads(line)

@@ -1,8 +1,10 @@
 """The run object ``simulate()`` returns: trajectories, exported rows, provenance, the report.
 
-``data.trajectories`` keeps the privileged block in memory for the judge; ``data.rows`` is the
-same rows as they may leave memory (``export_row``), a list that is also callable. ``save``,
-``output=`` and the sidecar write exactly ``data.rows``.
+``data.trajectories`` keeps the privileged block for the judge; ``data.rows`` is the same rows
+as they may leave memory (``export_row``), a sequence that is also callable. Held in memory
+they are lists; a run that streamed to ``output=`` hands back both as ``StoredRows`` over the
+file (``whileai.simulations.finished``). ``save``, ``output=`` and the sidecar write exactly
+``data.rows``.
 """
 
 from __future__ import annotations

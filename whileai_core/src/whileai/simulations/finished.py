@@ -71,15 +71,18 @@ class FinishedRows:
     ) -> tuple[Sequence[dict[str, Any]], Sequence[dict[str, Any]]]:
         """``data.trajectories`` and ``data.rows``, in plan order, each with its situation's
         vector (in memory)."""
-        order = self.tally.plan_order().tolist()
+        order = self.tally.plan_order()
         if self.writer is None:
-            trajectories = [self._kept[i] for i in order]
+            trajectories = [self._kept[i] for i in order.tolist()]
             for row in trajectories:
                 vector = vectors.get(str(row.get("scenario_id")))
                 if vector is not None:
                     row["vector"] = vector
-            return trajectories, RowList(self._exported[i] for i in order)
-        offsets = array("q", (self._offsets[i] for i in order))
+            return trajectories, RowList(self._exported[i] for i in order.tolist())
+        import numpy as np  # here: importing the engine must not import numpy
+
+        # 8 bytes a row, in plan order
+        offsets = np.frombuffer(self._offsets, dtype=np.int64)[order]
 
         def trajectory(row: dict[str, Any]) -> dict[str, Any]:
             scenario = str(row.get("scenario_id"))

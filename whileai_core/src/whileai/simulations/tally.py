@@ -57,6 +57,8 @@ class RunTally:
         self._owned_row = array("q")
         self._owned_owner = array("b")
         self.owner_sources: Counter[str] = Counter()
+        #: plan_order() as last computed (rows only ever come in, so its length tells)
+        self._order: npt.NDArray[np.int64] | None = None
 
     @classmethod
     def of(cls, rows: Iterable[Mapping[str, Any]]) -> RunTally:
@@ -126,13 +128,16 @@ class RunTally:
         phrasing, repeat, ties in the order they finished."""
         import numpy as np  # here: importing the engine must not import numpy
 
-        return np.lexsort(
+        if self._order is not None and len(self._order) == self.n:
+            return self._order
+        self._order = np.lexsort(
             (
                 np.frombuffer(self._repeat, dtype=np.int64),
                 np.frombuffer(self._phrasing, dtype=np.int64),
                 np.frombuffer(self._situation, dtype=np.int64),
             )
         ).astype(np.int64)
+        return self._order
 
     @property
     def model_version(self) -> Any:
