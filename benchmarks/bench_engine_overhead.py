@@ -11,10 +11,12 @@ log. Both must grade every sample a pass before the ratio is printed. Inspect's 
 fetches a tiktoken file at run time, so ``tiktoken.get_encoding`` is patched to a whitespace
 splitter (which only makes Inspect faster).
 
-Two more lines, each labelled: whileai keeping its rows in memory only (no file; not like for
-like, for information), and the shop world multi-turn with tools and faults, writing its
+Three more lines, each labelled: whileai keeping its rows in memory only (no file; not like
+for like, for information); the shop world multi-turn with tools and faults, writing its
 rows, against the bare ceiling of writing those same rows (``json.dumps`` and a flushed write
-per row, nothing else).
+per row, nothing else); and that shop run against Inspect AI samples that call a tool (its
+mockllm asks for the tool until the tool answers, the tool failing one call in five), both
+writing their output.
 """
 
 from __future__ import annotations
@@ -204,6 +206,55 @@ def run_inspect(n: int, log_dir: str) -> list[float]:
     return values
 
 
+def run_inspect_tools(n: int, log_dir: str) -> list[float]:
+    """Inspect AI with a tool: its mockllm asks for ``lookup_order`` until it has the tool's
+    answer, then answers; the tool fails one call in five (a ToolError the model sees), as
+    the shop's faults do. Writes its log."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ChatMessageTool, ModelOutput, get_model
+    from inspect_ai.scorer import match
+    from inspect_ai.solver import generate, use_tools
+    from inspect_ai.tool import ToolError, tool
+
+    @tool
+    def lookup_order():  # type: ignore[no-untyped-def]
+        async def execute(order_id: str) -> str:
+            """Look up an order by its id.
+
+            Args:
+                order_id: The order's id.
+            """
+            if random.random() < 0.2:
+                raise ToolError("timeout: the order service did not answer")
+            return json.dumps({"order_id": order_id, "status": "delivered", "total": 42.0})
+
+        return execute
+
+    def answer(messages: list[Any], tools: list[Any], tool_choice: Any, config: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, ChatMessageTool) and last.error is None:
+            return ModelOutput.from_content(model="mockllm", content=MOCK_OUTPUT)
+        return ModelOutput.for_tool_call("mockllm", "lookup_order", {"order_id": "A1001"})
+
+    model = get_model("mockllm/model", custom_outputs=answer, memoize=False)
+    samples = [
+        Sample(input=f"Where is my order A1001? ({i})", target=MOCK_OUTPUT) for i in range(n)
+    ]
+    task = Task(dataset=samples, solver=[use_tools(lookup_order()), generate()], scorer=match())
+    (log,) = inspect_eval(
+        task, model=model, log_dir=log_dir, display="none", max_connections=256, max_samples=256
+    )
+    assert log.samples is not None
+    values = []
+    for sample in log.samples:
+        assert sample.scores is not None
+        score = next(iter(sample.scores.values()))
+        values.append(1.0 if score.value == "C" else 0.0)
+    return values
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -238,6 +289,11 @@ def main() -> None:
         # so in error, and are rows all the same)
         assert len(rows) == n, f"the shop run wrote {len(rows)} rows of {n}"
         bare = timed("bare write", lambda: write_bare(rows, f"{scratch}/bare.jsonl"))
+        run_inspect_tools(20, f"{scratch}/tools-warm-logs")
+        tools = timed("inspect tools", lambda: run_inspect_tools(n, f"{scratch}/tools-logs"))
+        assert len(tools.result) == n and all(r == 1.0 for r in tools.result), (
+            "Inspect's tool-using samples did not all end with the answer"
+        )
         print(
             f"shop world, multi-turn with tools and faults, {len(rows)} rollouts writing "
             f"output=: whileai {shop.rate(len(rows)):,.0f}/s; the bare ceiling of writing the "
@@ -251,6 +307,17 @@ def main() -> None:
                 bare.rate(len(rows)),
                 "json.dumps + flushed write",
                 target=0.25,
+            )
+        )
+        print(
+            "   (tools, not turn for turn: Inspect's samples are one user message, a tool call "
+            "that fails one time in five and is retried, and an answer; the shop's rollouts "
+            "also play the user) "
+            + ratio_line(
+                "shop rollouts vs Inspect AI samples with a tool",
+                shop.rate(len(rows)),
+                tools.rate(n),
+                "Inspect AI (writing)",
             )
         )
 

@@ -141,3 +141,34 @@ def test_stored_rows_read_like_a_list_and_say_when_their_file_is_gone(tmp_path: 
     (tmp_path / "rows.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match="read from its output"):
         list(rows)
+
+
+def test_the_tally_gives_the_measurements_numbers_whatever_order_rows_finish_in() -> None:
+    import random
+
+    from whileai.simulations.tally import RunTally
+
+    rows = [dict(r) for r in run(None, unique=6, repeats=4, phrasings=2).rows]
+    # partial rewards, a judge that errored and one that skipped, an owner on every failure
+    for i, row in enumerate(rows):
+        if i % 7 == 0:
+            row["reward"] = 0.5
+        if i % 11 == 0:
+            row["judge_status"] = "error"
+        if i % 13 == 0:
+            row["judge_status"] = "skipped"
+        if row["reward"] == 0:
+            row["failure_owner"] = {"owner": ("agent", "world")[i % 2], "source": "rules"}
+    shuffled = random.Random(4).sample(rows, len(rows))
+    tally = RunTally.of(shuffled)
+    assert tally.pass_at("fixed").to_dict() == wai.pass_at(rows, repeat_policy="fixed").to_dict()
+    shares = tally.owner_shares()
+    assert shares is not None and shares["failed"] > 0
+    assert shares == owner_shares(rows)
+    by_task: dict[str, list[float]] = {}
+    for row in rows:
+        if row["reward"] in (0, 1):
+            by_task.setdefault(row["scenario_id"], []).append(row["reward"])
+    split = {k: sum(v) / len(v) for k, v in by_task.items() if 0 < sum(v) < len(v)}
+    assert split and tally.split_groups() == split
+    assert [shuffled[i] for i in tally.plan_order()] == rows
