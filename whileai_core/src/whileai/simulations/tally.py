@@ -45,14 +45,15 @@ class RunTally:
         self.keys: list[str] = []
         self._index_of: dict[str, int] = {}
         self._task_situation: list[str | None] = []
-        self._row_task = array("q")
+        self._row_task = array("i")
         self._row_reward = array("d")
         #: the raw reward where it is exactly 0 or 1 (-1 otherwise): the groups that split
         self._row_binary = array("b")
-        # where each row sits in the plan: situation, phrasing, repeat
-        self._situation = array("q")
-        self._phrasing = array("q")
-        self._repeat = array("q")
+        # where each row sits in the plan: situation, phrasing, repeat (4 bytes each: an
+        # index past two billion is an OverflowError, not a wrong order)
+        self._situation = array("i")
+        self._phrasing = array("i")
+        self._repeat = array("i")
         # failed rows with an owner: the row, the owner (index into _OWNERS), the source
         self._owned_row = array("q")
         self._owned_owner = array("b")
@@ -132,11 +133,11 @@ class RunTally:
             return self._order
         self._order = np.lexsort(
             (
-                np.frombuffer(self._repeat, dtype=np.int64),
-                np.frombuffer(self._phrasing, dtype=np.int64),
-                np.frombuffer(self._situation, dtype=np.int64),
+                np.frombuffer(self._repeat, dtype=np.int32),
+                np.frombuffer(self._phrasing, dtype=np.int32),
+                np.frombuffer(self._situation, dtype=np.int32),
             )
-        ).astype(np.int64)
+        ).astype(np.int64, copy=False)
         return self._order
 
     @property
@@ -164,7 +165,7 @@ class RunTally:
         import numpy as np  # here: importing the engine must not import numpy
 
         order = self.plan_order()
-        task = np.frombuffer(self._row_task, dtype=np.int64)[order]
+        task = np.frombuffer(self._row_task, dtype=np.int32)[order].astype(np.int64)
         reward = np.frombuffer(self._row_reward, dtype=np.float64)[order]
         _, first = np.unique(task, return_index=True)
         old_in_order = task[np.sort(first)]
@@ -178,7 +179,7 @@ class RunTally:
         """Task keys whose exactly-0-or-1 rewards disagree, with their pass rate."""
         import numpy as np  # here: importing the engine must not import numpy
 
-        task = np.frombuffer(self._row_task, dtype=np.int64)
+        task = np.frombuffer(self._row_task, dtype=np.int32).astype(np.int64)
         binary = np.frombuffer(self._row_binary, dtype=np.int8)
         has = binary >= 0
         n = np.bincount(task[has], minlength=len(self.keys))
@@ -200,7 +201,7 @@ class RunTally:
         owned = np.frombuffer(self._owned_row, dtype=np.int64)
         owners = np.frombuffer(self._owned_owner, dtype=np.int8)
         by_place = np.argsort(rank[owned], kind="stable")
-        task = np.frombuffer(self._row_task, dtype=np.int64)[owned[by_place]]
+        task = np.frombuffer(self._row_task, dtype=np.int32)[owned[by_place]].astype(np.int64)
         owners = owners[by_place]
         # clusters in the order their first failed row comes in the plan
         _, first = np.unique(task, return_index=True)
