@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import uuid
+from array import array
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -353,7 +354,7 @@ class _Planned:
     dimensions: dict[str, list[Any]]
     search: Search | None = None
     #: every situation's vector, by scenario id (memory only)
-    vectors: dict[str, list[float]] = attrs.field(factory=dict)
+    vectors: dict[str, array[float]] = attrs.field(factory=dict)
     #: prompts already on disk (resume), kept as they were
     known_prompts: dict[str, str] = attrs.field(factory=dict)
     #: which run of ``runs=N`` this is (0 for the first): later runs draw fresh rollout seeds
@@ -616,7 +617,7 @@ async def _plan(
     texts = [situation_text(plan.situation.prompt, plan.spec) for plan in planned.plans]
     vectors = await call.embedder.vectors(texts, warnings)
     for plan, vector in zip(planned.plans, vectors, strict=True):
-        planned.vectors[plan.scenario_id] = vector
+        planned.vectors[plan.scenario_id] = array("d", vector)
     planned.known_prompts = known
     return planned
 

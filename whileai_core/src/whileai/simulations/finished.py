@@ -67,17 +67,21 @@ class FinishedRows:
         return self._offsets[index]
 
     def handed_back(
-        self, situations: Mapping[str, Situation], vectors: Mapping[str, list[float]]
+        self, situations: Mapping[str, Situation], vectors: Mapping[str, Sequence[float]]
     ) -> tuple[Sequence[dict[str, Any]], Sequence[dict[str, Any]]]:
         """``data.trajectories`` and ``data.rows``, in plan order, each with its situation's
         vector (in memory)."""
         order = self.tally.plan_order()
         if self.writer is None:
             trajectories = [self._kept[i] for i in order.tolist()]
+            # one list per situation, shared by its rows
+            shown: dict[str, list[float]] = {}
             for row in trajectories:
-                vector = vectors.get(str(row.get("scenario_id")))
-                if vector is not None:
-                    row["vector"] = vector
+                scenario = str(row.get("scenario_id"))
+                if scenario not in shown and scenario in vectors:
+                    shown[scenario] = list(vectors[scenario])
+                if scenario in shown:
+                    row["vector"] = shown[scenario]
             return trajectories, RowList(self._exported[i] for i in order.tolist())
         import numpy as np  # here: importing the engine must not import numpy
 
@@ -91,7 +95,7 @@ class FinishedRows:
                 row["privileged"] = privileged_block(situation)
             vector = vectors.get(scenario)
             if vector is not None:
-                row["vector"] = vector
+                row["vector"] = list(vector)
             return row
 
         path = self.writer.path

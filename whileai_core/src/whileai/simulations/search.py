@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -164,7 +165,9 @@ class Search:
     embedder: Embedder = attrs.field(factory=Embedder)
     plans: list[PlannedSituation] = attrs.field(factory=list)
     #: the vector of every situation written, by scenario id (memory only)
-    vectors: dict[str, list[float]] = attrs.field(factory=dict)
+    #: by scenario id, as 8-byte floats (2 KB a situation, a quarter of a list of floats);
+    #: handed out as lists
+    vectors: dict[str, array[float]] = attrs.field(factory=dict)
     batches: int = 0
     asked: int = 0
     rejected: Counter[str] = attrs.field(factory=Counter)
@@ -361,7 +364,7 @@ class Search:
         for plan, vector in zip(
             written.plans, await self.embedder.vectors(texts, self.warnings), strict=True
         ):
-            self.vectors[plan.scenario_id] = vector
+            self.vectors[plan.scenario_id] = array("d", vector)
         return [by_index[i] for i in sorted(by_index)]
 
     def _admit(self, plans: list[PlannedSituation]) -> str | None:
@@ -370,7 +373,7 @@ class Search:
         if not callable(admit) or not plans:
             return None
         first = plans[0]
-        verdict = admit(dict(first.spec), first.situation, self.vectors[first.scenario_id])
+        verdict = admit(dict(first.spec), first.situation, list(self.vectors[first.scenario_id]))
         keep, reason = verdict if isinstance(verdict, tuple) else (bool(verdict), None)
         if keep:
             if reason:
@@ -389,7 +392,7 @@ class Search:
             shown = dict(row)
             vector = self.vectors.get(str(row.get("scenario_id")))
             if vector is not None:
-                shown["vector"] = vector
+                shown["vector"] = list(vector)
             told.append(shown)
         self.strategy.tell(told)
 
