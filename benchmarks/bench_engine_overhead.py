@@ -180,6 +180,17 @@ def patch_tiktoken() -> None:
     tiktoken.encoding_for_model = lambda *args, **kwargs: Whitespace()  # type: ignore[assignment]
 
 
+def pass_values(log: Any) -> list[float]:
+    """Each sample's score in an Inspect log as whileai reads a reward: 1.0 for correct."""
+    assert log.samples is not None
+    values = []
+    for sample in log.samples:
+        assert sample.scores is not None
+        score = next(iter(sample.scores.values()))
+        values.append(1.0 if score.value == "C" else 0.0)
+    return values
+
+
 def run_inspect(n: int, log_dir: str) -> list[float]:
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
@@ -197,13 +208,7 @@ def run_inspect(n: int, log_dir: str) -> list[float]:
         max_connections=256,
         max_samples=256,
     )
-    assert log.samples is not None
-    values = []
-    for sample in log.samples:
-        assert sample.scores is not None
-        score = next(iter(sample.scores.values()))
-        values.append(1.0 if score.value == "C" else 0.0)
-    return values
+    return pass_values(log)
 
 
 def run_inspect_tools(n: int, log_dir: str) -> list[float]:
@@ -246,13 +251,7 @@ def run_inspect_tools(n: int, log_dir: str) -> list[float]:
     (log,) = inspect_eval(
         task, model=model, log_dir=log_dir, display="none", max_connections=256, max_samples=256
     )
-    assert log.samples is not None
-    values = []
-    for sample in log.samples:
-        assert sample.scores is not None
-        score = next(iter(sample.scores.values()))
-        values.append(1.0 if score.value == "C" else 0.0)
-    return values
+    return pass_values(log)
 
 
 def main() -> None:

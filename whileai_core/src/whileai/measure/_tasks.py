@@ -16,15 +16,13 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.schema.records import RowError, check_row, task_key
+from whileai.schema.records import UNJUDGED_STATUS, RowError, check_row, situation_key, task_key
 from whileai.schema.report import Report
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-# A judge that errored or skipped said nothing about the completion, whatever reward it left.
-# (a tuple: a status of any type, even unhashable, compares without error)
-_UNJUDGED_STATUS = ("error", "skipped")
+_UNJUDGED_STATUS = UNJUDGED_STATUS
 
 
 def hack_suspected(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
@@ -253,19 +251,6 @@ def _assemble(
         row_cut=row_cut,
         clusters=_clusters(situations),
     )
-
-
-def situation_key(row: Mapping[str, Any]) -> str | None:
-    """Which situation a row's task is a phrasing of: the engine's ``lineage.situation`` index
-    with the situation's ``seed`` (distinct plans draw distinct seeds); None for a row that does
-    not say (its task is then a situation of its own)."""
-    lineage = row.get("lineage")
-    if not isinstance(lineage, Mapping) or "phrasing" not in lineage:
-        return None
-    situation = lineage.get("situation")
-    if situation is None:
-        return None
-    return f"{situation}|{row.get('seed')}"
 
 
 def _clusters(situations: list[str | None]) -> IntArray | None:

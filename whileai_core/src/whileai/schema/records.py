@@ -232,6 +232,24 @@ def check_row(row: Any, index: int | None = None) -> Mapping[str, Any]:
     return row
 
 
+#: A judge that errored or skipped said nothing about the completion, whatever reward it left.
+#: (a tuple: a status of any type, even unhashable, compares without error)
+UNJUDGED_STATUS = ("error", "skipped")
+
+
+def situation_key(row: Mapping[str, Any]) -> str | None:
+    """Which situation a row's task is a phrasing of: the engine's ``lineage.situation`` index
+    with the situation's ``seed`` (distinct plans draw distinct seeds); None for a row that does
+    not say (its task is then a situation of its own)."""
+    lineage = row.get("lineage")
+    if not isinstance(lineage, Mapping) or "phrasing" not in lineage:
+        return None
+    situation = lineage.get("situation")
+    if situation is None:
+        return None
+    return f"{situation}|{row.get('seed')}"
+
+
 def task_key(row: Mapping[str, Any], index: int | None = None) -> str:
     """What a row's interval groups under: ``scenario_id``, else ``task_id``, else the prompt."""
     for key in ("scenario_id", "task_id", "prompt"):

@@ -73,6 +73,7 @@ from whileai.simulations.plan import PlannedJobs, PlannedSituation, jobs_for, pl
 from whileai.simulations.progress import RunProgress
 from whileai.simulations.rollout import RolloutContext
 from whileai.simulations.search import Search
+from whileai.simulations.tally import plan_place
 from whileai.simulations.workers import (
     InProcessExecutor,
     JobRunner,
@@ -663,7 +664,7 @@ def _batch_rows(state: _RunState, jobs: PlannedJobs) -> list[dict[str, Any]]:
     resumed run found on disk (read back from there)."""
     found = [state.existing_at[k] for k in jobs.job_keys() if k in state.existing_at]
     rows = [*state.finished.at(found), *(state.batch or [])] if found else list(state.batch or [])
-    return sorted(rows, key=_place)
+    return sorted(rows, key=plan_place)
 
 
 def _context(call: _Call, run_id: str, sha: str) -> RolloutContext:
@@ -855,11 +856,14 @@ def _start(
     finished = FinishedRows(writer)
     learns = planned.search is not None and planned.search.learns
     existing_at: dict[str, int] = {}
+    done_keys: set[str] = set()
     for row, offset in zip(opened.existing, opened.offsets, strict=True):
         finished.add_existing(row, offset)
-        if learns and (key := _key_of(row)):
-            existing_at[key] = offset
-    done_keys = {k for r in opened.existing if (k := _key_of(r))}
+        key = _key_of(row)
+        if key:
+            done_keys.add(key)
+            if learns:
+                existing_at[key] = offset
     n_existing = len(opened.existing)
     # counted: the rows are read back from disk from here on
     opened.existing = []
@@ -1054,16 +1058,6 @@ def _extra_jobs(
             )
         )
     return extra, cut
-
-
-def _place(t: Mapping[str, Any]) -> tuple[int, int, int]:
-    """Where a row sits in the plan: situation, phrasing, repeat."""
-    lineage = t.get("lineage") or {}
-    return (
-        int(lineage.get("situation", 0)),
-        int(lineage.get("phrasing", 0)),
-        int(lineage.get("repeat", 0)),
-    )
 
 
 def _run_output(output: str | None, run: int, runs: int) -> str | None:

@@ -1,7 +1,7 @@
 """Where a run keeps the rows it has finished.
 
 Without ``output=`` every trajectory stays in memory with its exported row (about the size of
-the row twice: docs/simulate.md, "Memory"). With ``output=`` each row is exported once, written
+the row twice: docs/parameters.md, "Memory"). With ``output=`` each row is exported once, written
 and let go: the run keeps the byte offset of its line and its counts (:class:`RunTally`), and
 hands back ``data.rows`` and ``data.trajectories`` as :class:`StoredRows` over the file, in
 plan order, the trajectories with their situation's privileged block and vector put back on
@@ -62,9 +62,6 @@ class FinishedRows:
         """Rows of this run's output at ``offsets`` (a resumed search's earlier batches)."""
         assert self.writer is not None
         return StoredRows(self.writer.path, offsets)
-
-    def offset_of(self, index: int) -> int:
-        return self._offsets[index]
 
     def handed_back(
         self, situations: Mapping[str, Situation], vectors: Mapping[str, Sequence[float]]

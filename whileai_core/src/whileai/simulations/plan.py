@@ -224,11 +224,10 @@ class PlannedJobs(Sequence[Job]):
         i = index + n if index < 0 else index
         if not 0 <= i < n:
             raise IndexError(f"job {index} of {n}")
-        return self._job(self._picked[i] if self._picked is not None else i)
+        return self._job(self._positions()[i])
 
     def __iter__(self) -> Any:
-        positions = self._picked if self._picked is not None else range(len(self))
-        return (self._job(p) for p in positions)
+        return (self._job(p) for p in self._positions())
 
     def job_keys(self) -> list[str]:
         return [self._key(p) for p in self._positions()]

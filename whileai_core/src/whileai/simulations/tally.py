@@ -16,15 +16,25 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from whileai.schema.records import check_row, task_key
+from whileai.schema.records import UNJUDGED_STATUS, check_row, situation_key, task_key
 
-# as ``whileai.measure._tasks`` reads a judge that errored or skipped: no verdict
-_UNJUDGED_STATUS = ("error", "skipped")
 _OWNERS = ("agent", "user", "world")
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+
+def plan_place(row: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Where a row sits in the plan: situation, phrasing, repeat (0 where it does not say)."""
+    lineage = row.get("lineage")
+    if not isinstance(lineage, Mapping):
+        return (0, 0, 0)
+    return (
+        int(lineage.get("situation", 0)),
+        int(lineage.get("phrasing", 0)),
+        int(lineage.get("repeat", 0)),
+    )
 
 
 class RunTally:
@@ -85,13 +95,8 @@ class RunTally:
         self.scenario_ids.add(row.get("scenario_id"))
         self.seeds.add(row.get("seed"))
         lineage = row.get("lineage")
-        lineage = lineage if isinstance(lineage, Mapping) else {}
-        self.situations.add(lineage.get("situation"))
-        place = (
-            int(lineage.get("situation", 0)),
-            int(lineage.get("phrasing", 0)),
-            int(lineage.get("repeat", 0)),
-        )
+        self.situations.add(lineage.get("situation") if isinstance(lineage, Mapping) else None)
+        place = plan_place(row)
         self._situation.append(place[0])
         self._phrasing.append(place[1])
         self._repeat.append(place[2])
@@ -105,13 +110,9 @@ class RunTally:
         if t is None:
             t = self._index_of[key] = len(self.keys)
             self.keys.append(key)
-            self._task_situation.append(
-                f"{lineage['situation']}|{row.get('seed')}"
-                if "phrasing" in lineage and lineage.get("situation") is not None
-                else None
-            )
+            self._task_situation.append(situation_key(row))
         self._row_task.append(t)
-        judged = reward is not None and row.get("judge_status") not in _UNJUDGED_STATUS
+        judged = reward is not None and row.get("judge_status") not in UNJUDGED_STATUS
         self._row_reward.append(float(reward) if judged else float("nan"))  # type: ignore[arg-type]
         self._row_binary.append(int(reward) if reward in (0, 1) else -1)
         owner = row.get("failure_owner")
