@@ -393,3 +393,17 @@ def test_what_a_grader_quotes_in_another_form_is_masked_too() -> None:
     assert graded["reason"] == "parsed 0.25 vs 1/2: not equal"
     assert export_row(graded)["reason"] == "parsed 0.25 vs ***: not equal"
     assert graded["privileged"]["quoted"] == ["1/2"]
+
+
+def test_carried_fields_whose_names_mask_alike_both_reach_the_file_in_their_place() -> None:
+    row = {
+        "prompt": "Where is my order?",
+        "privileged": {"reference": REFERENCE, "hidden_state": {"status": STATUS}},
+        f"note {REFERENCE}": "first",
+        "reward": 1.0,
+        f"note {STATUS}": "second",
+    }
+    shipped = export_row(row)
+    assert list(shipped) == ["prompt", "note ***", "reward", "***#2"]
+    assert [shipped["note ***"], shipped["***#2"]] == ["first", "second"]
+    assert leaked(written_line(row)) == []

@@ -109,14 +109,19 @@ def _arguments(arguments: Any) -> str:
 
 
 def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row as it may leave memory (the module's two rules), messages rebuilt.
+    """The row as it may leave memory (the module's two rules), messages rebuilt; a copy (no
+    dict or list in it is one of ``row``'s).
 
     When ``messages`` ends with the transcript of ``steps`` (as every row the engine and
-    ``wai.rows()`` write does), that tail is rebuilt from the cleaned steps; messages of any
-    other shape are cleaned as they are.
+    ``wai.rows()`` write does) and cleaning changed the steps, that tail is rebuilt from the
+    cleaned steps; messages of any other shape are cleaned as they are.
     """
     key = answer_key(row)
     cleaned: dict[str, Any] = {}
+    # the fields masked by value are masked together, as one mapping: one search of one text,
+    # and two names masked alike stay two fields (one per field, the later overwrote the
+    # earlier)
+    by_value: dict[str, Any] = {}
     for name, value in row.items():
         if _OUTSIDE.reserved(name):
             continue
@@ -125,9 +130,18 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
         elif name in ACCOUNTING_FIELDS:
             cleaned[name] = _OUTSIDE.value(value)
         else:
-            cleaned[_masked_key(name, key)] = key.mask(_OUTSIDE.value(value))
+            by_value[name] = value
+            cleaned[name] = _BY_VALUE
+    if by_value:
+        masked = _masked_fields(by_value, key)
+        cleaned = _in_row_order(cleaned, masked)
     messages, steps = row.get("messages"), row.get("steps")
-    if isinstance(messages, list) and isinstance(steps, list):
+    if (
+        isinstance(messages, list)
+        and isinstance(steps, list)
+        # steps that cleaning left as they were have a transcript that needs nothing more
+        and cleaned.get("steps") != steps
+    ):
         tail = step_messages(steps)
         if tail and messages[-len(tail) :] == tail:
             prefix = _INSIDE.value(messages[: -len(tail)])
@@ -135,9 +149,28 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def _masked_key(name: Any, key: AnswerKey) -> Any:
-    shown = _OUTSIDE.key(name)
-    return key.mask(shown) if isinstance(shown, str) else shown
+#: Where a field masked by value stands in the row until its masked name and value are known.
+_BY_VALUE = object()
+
+
+def _masked_fields(fields: dict[str, Any], key: AnswerKey) -> dict[Any, Any]:
+    """``fields`` (name to value) stripped of reserved keys and masked by ``key``, names too,
+    in their order; two names masked alike stay two entries."""
+    return dict(key.mask(_OUTSIDE.value(fields)))
+
+
+def _in_row_order(cleaned: dict[str, Any], masked: dict[Any, Any]) -> dict[str, Any]:
+    """``cleaned`` with each field masked by value put back where it stood (the strip drops
+    no field here and the masking keeps names apart, so ``masked`` holds one per field)."""
+    pending = iter(masked.items())
+    out: dict[str, Any] = {}
+    for name, value in cleaned.items():
+        if value is _BY_VALUE:
+            shown, out_value = next(pending)
+            out[shown] = out_value
+        else:
+            out[name] = value
+    return out
 
 
 def export_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
