@@ -80,22 +80,28 @@ class AnswerKey:
             return value
         if self.numbers and not text:
             return _Masker(self.values, self.numbers).value(value)
-        spans = _spans(written, lowered, found)
+        spans, in_keys = _spans(written, lowered, found)
         if not spans:
             return value
         try:
             masked = _merged_masks(_masked_spans(written, spans))
-            return json.loads(masked, object_pairs_hook=_distinct_keys)
+            # only a mask inside a key can make two keys alike
+            if in_keys:
+                return json.loads(masked, object_pairs_hook=_distinct_keys)
+            return json.loads(masked)
         except ValueError:
             return _Masker(self.values, self.numbers).value(value)
 
     def _needles_in(self, written: str, lowered: str) -> list[_Needle]:
         """The needles of the key that ``written`` (JSON text) holds."""
+        # a form with an escape, a percent sign or a plus cannot be in a text without one:
+        # most of a key's forms are ruled out by three searches rather than one each
+        marks = {mark for mark in _MARKS if mark in written}
         return [
             needle
             for v in self.values
             for needle in _needles(v)
-            if needle.text in (written if needle.exact_case else lowered)
+            if needle.marks <= marks and needle.text in (written if needle.exact_case else lowered)
         ]
 
 
@@ -108,6 +114,29 @@ class _Needle:
     exact_case: bool
     #: for the start of a long value: the whole value (as ``text`` reads), to extend into
     whole: str | None = None
+    #: which of :data:`_MARKS` the text holds (a text without one cannot hold this needle)
+    marks: frozenset[str] = attrs.field(init=False)
+    #: whether a match can only be inside a JSON string: the needle holds a character no
+    #: JSON text has outside a string, and no quote or backslash to end or start one
+    surely_inside: bool = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "marks", frozenset(m for m in _MARKS if m in self.text))
+        object.__setattr__(
+            self,
+            "surely_inside",
+            '"' not in self.text
+            and "\\" not in self.text
+            and any(c not in _OUTSIDE_STRINGS for c in self.text),
+        )
+
+
+#: Characters whose absence from a text rules out every needle that holds one.
+_MARKS: tuple[str, ...] = ("\\", "%", "+")
+
+#: Every character a JSON text (as ``json.dumps`` writes it) may hold outside its strings, in
+#: either case: punctuation, white space, numbers, true, false, null, NaN, Infinity.
+_OUTSIDE_STRINGS = frozenset("{}[],: \t\n\r0123456789+-.eEtruefalsnullNaNInfinity")
 
 
 def _merged_masks(text: str) -> str:
@@ -121,27 +150,48 @@ _LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _ESCAPED_SPACE = ("\\n", "\\t", "\\r", "\\b", "\\f", '\\"')
 
 
-def _spans(written: str, lowered: str, needles: list[_Needle]) -> list[tuple[int, int]]:
-    """Where in the JSON text ``written`` a needle stands inside a string, merged."""
-    literals = [m.span() for m in _LITERAL.finditer(written)]
-    starts = [a for a, _ in literals]
+def _spans(
+    written: str, lowered: str, needles: list[_Needle]
+) -> tuple[list[tuple[int, int]], bool]:
+    """Where in the JSON text ``written`` a needle stands inside a string, merged, and
+    whether any stands inside a mapping key."""
+    literals: list[tuple[int, int]] | None = None
+    starts: list[int] = []
     spans: list[tuple[int, int]] = []
+    in_keys = False
     for needle in needles:
         hay = written if needle.exact_case else lowered
         at = hay.find(needle.text)
         while at >= 0:
             end = at + len(needle.text)
-            i = bisect.bisect_right(starts, at) - 1
-            if i >= 0 and at > literals[i][0] and end < literals[i][1]:
+            if needle.surely_inside:
+                # its string closes at the next quote no backslash escapes
+                closing = _closing_quote(written, end)
+            else:
+                if literals is None:
+                    # a needle that could match outside a string: where the strings are
+                    literals = [m.span() for m in _LITERAL.finditer(written)]
+                    starts = [a for a, _ in literals]
+                i = bisect.bisect_right(starts, at) - 1
+                if not (i >= 0 and at > literals[i][0] and end < literals[i][1]):
+                    at = hay.find(needle.text, at + 1)
+                    continue
                 closing = literals[i][1] - 1
-                if needle.whole is not None:
-                    whole = needle.whole
+            kept = False
+            if needle.whole is not None:
+                whole = needle.whole
+                if hay.startswith(whole, at) and at + len(whole) <= closing:
+                    end = at + len(whole)
+                else:
                     while end < closing and end - at < len(whole) and hay[end] == whole[end - at]:
                         end += 1
-                    if end == closing or not _word_char(hay[end]):
-                        spans.append((at, end))
-                elif not needle.exact_case or _whole_token(written, at, end):
-                    spans.append((at, end))
+                if end == closing or not _word_char(hay[end]):
+                    kept = True
+            elif not needle.exact_case or _whole_token(written, at, end):
+                kept = True
+            if kept:
+                spans.append((at, end))
+                in_keys = in_keys or written.startswith(":", closing + 1)
             at = hay.find(needle.text, at + 1)
     spans.sort()
     merged: list[tuple[int, int]] = []
@@ -150,7 +200,20 @@ def _spans(written: str, lowered: str, needles: list[_Needle]) -> list[tuple[int
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
             merged.append((begin, end))
-    return merged
+    return merged, in_keys
+
+
+def _closing_quote(written: str, at: int) -> int:
+    """Where the JSON string that ``at`` is inside closes."""
+    close = written.find('"', at)
+    while close >= 0:
+        backslashes = 0
+        while written[close - 1 - backslashes] == "\\":
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return close
+        close = written.find('"', close + 1)
+    return len(written)
 
 
 def _word_char(c: str) -> bool:
@@ -184,6 +247,27 @@ def answer_key(row: Mapping[str, Any]) -> AnswerKey:
     held = row.get("privileged")
     if not isinstance(held, Mapping):
         held = {}
+    try:
+        # what the key is made of, as text: a situation's rollouts share it, so it is made
+        # once per situation rather than once per row
+        basis = json.dumps(
+            [held, row.get("prompt"), row.get("scenario_dimensions")],
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+    except (TypeError, ValueError, RecursionError):
+        return _key_of(held, _public_face(row))
+    return _cached_key(basis)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_key(basis: str) -> AnswerKey:
+    held, prompt, dimensions = json.loads(basis)
+    return _key_of(held, _public_face({"prompt": prompt, "scenario_dimensions": dimensions}))
+
+
+def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
+    """The answer key of a privileged block, ``shown`` what the situation shows of itself."""
     exact: set[str] = set()
     numbers: set[float] = set()
     for name in ("reference", "principle", "rubric"):
@@ -199,7 +283,6 @@ def answer_key(row: Mapping[str, Any]) -> AnswerKey:
                     line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LINE
                 )
     exact.update(str(q).strip() for q in _leaves(held.get("quoted")) if str(q).strip())
-    shown = _public_face(row)
     for field in FACT_FIELDS:
         block = held.get(field)
         names = _field_names(block)
