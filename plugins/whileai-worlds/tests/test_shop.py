@@ -400,3 +400,18 @@ def test_a_hard_track_situation_has_a_second_order_in_transit(world: World) -> N
     in_transit = [o for o in listed if o["status"] == "shipped"]
     assert len(in_transit) == 2
     assert sit.hidden_state["order_id"] in {o["order_id"] for o in in_transit}
+
+
+def test_every_rollout_of_a_situation_gets_the_same_shop_and_a_copy_of_its_own() -> None:
+    world = ShopWorld()
+    sit = situation(world, seed=4, intent="refund")
+    first = episode(world, sit)
+    order_id = str(sit.hidden_state["order_id"])
+    before = json.dumps(first.state(), sort_keys=True)
+    first.call("refund_order", {"order_id": order_id, "reason": "damaged"})
+    assert json.dumps(first.state(), sort_keys=True) != before  # the refund changed its shop
+    second = episode(world, sit)
+    # the next rollout sees the shop as the situation drew it, not as the first one left it
+    assert json.dumps(second.state(), sort_keys=True) == before
+    other = episode(world, situation(world, seed=5, intent="refund"))
+    assert json.dumps(other.state(), sort_keys=True) != before

@@ -17,8 +17,10 @@ only within ``refund_window_days`` of delivery; addresses only change before shi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
+import json
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -261,6 +263,11 @@ class ShopWorld:
     refund_window_days: int = REFUND_WINDOW_DAYS
     name: str = "shop"
     version: str = "1"
+    #: the shop of each recent situation: every rollout of a situation plays the same shop
+    #: (its orders drawn from the situation's own seed), so it is drawn once and copied
+    _shops: dict[str, dict[str, dict[str, Any]]] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.refund_window_days < 0:
@@ -476,12 +483,37 @@ class ShopWorld:
         plan = fault_plan or self.fault_plan or FaultPlan()
         return ShopEpisode(
             situation=situation,
-            orders=build_orders(situation),
+            orders=self._orders_for(situation),
             rng=rng,
             plan=plan,
             rate=plan.effective_rate(self.default_fault_rate),
             refund_window_days=self.refund_window_days,
         )
+
+    def _orders_for(self, situation: Situation) -> dict[str, dict[str, Any]]:
+        """A fresh copy of ``situation``'s shop (:func:`build_orders`)."""
+        try:
+            basis = json.dumps(
+                [situation.situation_id, situation.hidden_state, situation.goal],
+                sort_keys=True,
+                ensure_ascii=False,
+            )
+        except (TypeError, ValueError):
+            return build_orders(situation)
+        orders = self._shops.get(basis)
+        if orders is None:
+            orders = build_orders(situation)
+            if len(self._shops) >= SHOPS_KEPT:
+                # a run plays a situation's rollouts close together: the oldest goes first
+                # (another thread may have let it go already)
+                with contextlib.suppress(RuntimeError, StopIteration):
+                    self._shops.pop(next(iter(self._shops)), None)
+            self._shops[basis] = orders
+        return _copy_orders(orders)
+
+
+#: How many situations' shops a world keeps (each a few orders, about 2 KB).
+SHOPS_KEPT = 512
 
 
 def _goal_summary(outcome: str, order_id: str, address: str, window: int) -> str:
