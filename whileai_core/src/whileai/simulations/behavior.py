@@ -60,18 +60,21 @@ def situation_text(prompt: str, dimensions: Mapping[str, Any]) -> str:
 
 def situation_vector(text: str, dims: int = VECTOR_DIMS) -> list[float]:
     """The hashed n-gram embedding of ``text`` (unit length; all zeros for empty text)."""
-    lowered = text.lower()
-    words = _WORD.findall(lowered)
-    grams = [*words, *(f"{a} {b}" for a, b in itertools.pairwise(words))]
-    squeezed = " ".join(words)
-    grams.extend(squeezed[i : i + 3] for i in range(max(0, len(squeezed) - 2)))
-    buckets = [0.0] * dims
-    for gram in grams:
-        h = zlib.crc32(gram.encode("utf-8"))
-        # the top bit picks a sign, so collisions cancel on average instead of piling up
-        buckets[h % dims] += 1.0 if h & 0x80000000 else -1.0
-    norm = math.sqrt(sum(v * v for v in buckets))
-    return [v / norm for v in buckets] if norm else buckets
+    import numpy as np  # here: importing the engine must not import numpy
+
+    words = _WORD.findall(text.lower())
+    # the words are ASCII letters and digits: a trigram of the bytes is one of the characters
+    squeezed = " ".join(words).encode()
+    grams = [w.encode() for w in words]
+    grams += [b" ".join(pair) for pair in itertools.pairwise(grams)]
+    grams += [squeezed[i : i + 3] for i in range(max(0, len(squeezed) - 2))]
+    hashes = np.fromiter(map(zlib.crc32, grams), dtype=np.uint32, count=len(grams))
+    # the top bit picks a sign, so collisions cancel on average instead of piling up
+    signs = np.where(hashes & 0x80000000, 1.0, -1.0)
+    buckets = np.bincount(hashes % dims, weights=signs, minlength=dims)
+    # (whole numbers: the sums, and so the vector, are exact whatever the order)
+    norm = math.sqrt(float(buckets @ buckets))
+    return (buckets / norm).tolist() if norm else buckets.tolist()
 
 
 def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
