@@ -51,20 +51,27 @@ class AnswerKey:
     values: tuple[str, ...]
     #: numbers of the reference: a number equal to one is masked where it stands as a number
     numbers: tuple[float, ...] = ()
+    #: the needles a text can hold, by which of :data:`_MARKS` it holds (made as asked for: a
+    #: situation's key serves all its rollouts)
+    _candidates: dict[frozenset[str], tuple[_Needle, ...]] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
 
     def __bool__(self) -> bool:
         return bool(self.values or self.numbers)
 
-    def mask(self, value: Any) -> Any:
+    def mask(self, value: Any, written: str | None = None) -> Any:
         """``value`` with every form of the key masked in its strings and mapping keys, as a
-        new object (the same object when nothing in it matched)."""
+        new object (the same object when nothing in it matched). ``written``, when given, is
+        ``value`` as JSON already (``json.dumps(value, ensure_ascii=False)``)."""
         if not self:
             return value
         text = isinstance(value, str)
-        try:
-            written = json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError, RecursionError):
-            return _Masker(self.values, self.numbers).value(value)
+        if written is None:
+            try:
+                written = json.dumps(value, ensure_ascii=False, default=str)
+            except (TypeError, ValueError, RecursionError):
+                return _Masker(self.values, self.numbers).value(value)
         lowered = written.lower()
         if len(lowered) != len(written):
             # lower() changed the length (a few non-ASCII letters): read every string
@@ -96,13 +103,12 @@ class AnswerKey:
         """The needles of the key that ``written`` (JSON text) holds."""
         # a form with an escape, a percent sign or a plus cannot be in a text without one:
         # most of a key's forms are ruled out by three searches rather than one each
-        marks = {mark for mark in _MARKS if mark in written}
-        return [
-            needle
-            for v in self.values
-            for needle in _needles(v)
-            if needle.marks <= marks and needle.text in (written if needle.exact_case else lowered)
-        ]
+        marks = frozenset(mark for mark in _MARKS if mark in written)
+        candidates = self._candidates.get(marks)
+        if candidates is None:
+            candidates = tuple(n for v in self.values for n in _needles(v) if n.marks <= marks)
+            self._candidates[marks] = candidates
+        return [n for n in candidates if n.text in (written if n.exact_case else lowered)]
 
 
 @attrs.frozen
@@ -157,6 +163,7 @@ def _spans(
     whether any stands inside a mapping key."""
     literals: list[tuple[int, int]] | None = None
     starts: list[int] = []
+    plain = "\\" not in written
     spans: list[tuple[int, int]] = []
     in_keys = False
     for needle in needles:
@@ -167,6 +174,12 @@ def _spans(
             if needle.surely_inside:
                 # its string closes at the next quote no backslash escapes
                 closing = _closing_quote(written, end)
+            elif plain:
+                # no escaped quotes: an odd number of quotes before it opens its string
+                if written.count('"', 0, at) % 2 == 0:
+                    at = hay.find(needle.text, at + 1)
+                    continue
+                closing = written.find('"', end)
             else:
                 if literals is None:
                     # a needle that could match outside a string: where the strings are

@@ -156,6 +156,20 @@ _BY_VALUE = object()
 def _masked_fields(fields: dict[str, Any], key: AnswerKey) -> dict[Any, Any]:
     """``fields`` (name to value) stripped of reserved keys and masked by ``key``, names too,
     in their order; two names masked alike stay two entries."""
+    try:
+        written = json.dumps(fields, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        written = None
+    if written is not None and _OUTSIDE.holds_none(written):
+        # nothing to strip: the masking reads the text as it is, and what it reads back is
+        # the copy (the walk would only have copied it first)
+        masked = key.mask(fields, written=written)
+        if masked is not fields:
+            return dict(masked)
+        copy = json.loads(written)
+        # (not equal when JSON changed it: a tuple, a key that is not a string, NaN)
+        if copy == fields:
+            return dict(copy)
     return dict(key.mask(_OUTSIDE.value(fields)))
 
 

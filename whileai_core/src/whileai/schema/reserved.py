@@ -69,6 +69,24 @@ class Stripper:
         self._mention = re.compile(rf"(?:{spelled})", re.IGNORECASE)
         self._needles = tuple(_spellings(n)[0] for n in sorted(self.names))
 
+    def holds_none(self, written: str) -> bool:
+        """Whether ``written``, a value as ``json.dumps`` writes it, surely holds no reserved
+        key in any form this stripper reads: then :meth:`value` would only copy the value.
+        (False means it may: the walk decides.)"""
+        if "\\u" in written or "\\x" in written:
+            # an escape the walk decodes may spell a name
+            return False
+        lowered = written.lower()
+        for needle in self._needles:
+            if needle in lowered:
+                return False
+        # a key is compared without white space, "_" or "-" (a tab is written "\\t")
+        compact = lowered.translate(_SEPARATORS)
+        if "\\" in compact:
+            for escape in _ESCAPED_SEPARATORS:
+                compact = compact.replace(escape, "")
+        return not any(name in compact for name in self.names)
+
     def reserved(self, key: Any) -> bool:
         return isinstance(key, str) and compact_name(key) in self.names
 
@@ -158,6 +176,14 @@ class Stripper:
             out.append(text[at:start])
             out.append(text[start:end] if cleaned == obj else _written(cleaned, form))
             at = end
+
+
+#: What :func:`compact_name` drops, for ``str.translate``: every white space character
+#: (``re``'s ``\\s``), ``_`` and ``-``.
+_SEPARATORS = str.maketrans(
+    dict.fromkeys([c for c in map(chr, range(0x3001)) if c.isspace()] + ["_", "-"])
+)
+_ESCAPED_SEPARATORS = ("\\n", "\\t", "\\r", "\\f", "\\b")
 
 
 @functools.lru_cache(maxsize=8192)
