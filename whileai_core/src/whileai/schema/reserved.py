@@ -58,8 +58,9 @@ class Stripper:
 
     def __init__(self, names: Iterable[str]) -> None:
         self.names = frozenset(compact_name(n) for n in names)
+        # a name as a key spells it: white space, "_" or "-" may stand between any letters
         spelled = "|".join(
-            r"[\s_\-]*".join(re.escape(part) for part in _spellings(n)) for n in sorted(self.names)
+            r"[\s_\-]*".join(re.escape(letter) for letter in n) for n in sorted(self.names)
         )
         # a reserved name where a key stands: quoted and followed by ":" or "=", or bare and
         # followed by "=" (a keyword argument in a repr)
@@ -80,12 +81,7 @@ class Stripper:
         for needle in self._needles:
             if needle in lowered:
                 return False
-        # a key is compared without white space, "_" or "-" (a tab is written "\\t")
-        compact = lowered.translate(_SEPARATORS)
-        if "\\" in compact:
-            for escape in _ESCAPED_SEPARATORS:
-                compact = compact.replace(escape, "")
-        return not any(name in compact for name in self.names)
+        return not _spelled_apart(lowered, self.names)
 
     def reserved(self, key: Any) -> bool:
         return isinstance(key, str) and compact_name(key) in self.names
@@ -153,9 +149,10 @@ class Stripper:
         lowered = text.lower()
         # a plain loop: twice as fast as any() over a generator on these few needles
         for needle in self._needles:
-            if needle in lowered:
-                return self._mention.search(text) is not None
-        return False
+            if needle in lowered and self._mention.search(text) is not None:
+                return True
+        # a name spelled apart ("ref erence") can only be a key where a key can stand
+        return (":" in text or "=" in text) and _spelled_apart(lowered, self.names)
 
     def _structures(self, text: str) -> str:
         """Every JSON or Python-literal structure in ``text`` cleaned in place."""
@@ -183,7 +180,17 @@ class Stripper:
 _SEPARATORS = str.maketrans(
     dict.fromkeys([c for c in map(chr, range(0x3001)) if c.isspace()] + ["_", "-"])
 )
-_ESCAPED_SEPARATORS = ("\\n", "\\t", "\\r", "\\f", "\\b")
+#: A white space character as JSON writes it, as often escaped as JSON inside JSON has it.
+_ESCAPED_SEPARATOR = re.compile(r"\\+[ntrfb]")
+
+
+def _spelled_apart(lowered: str, names: frozenset[str]) -> bool:
+    """Whether one of ``names`` is in ``lowered`` once white space (as it is, or escaped),
+    ``_`` and ``-`` are gone: how a key's name is compared."""
+    compact = lowered.translate(_SEPARATORS)
+    if "\\" in compact:
+        compact = _ESCAPED_SEPARATOR.sub("", compact)
+    return any(name in compact for name in names)
 
 
 @functools.lru_cache(maxsize=8192)
