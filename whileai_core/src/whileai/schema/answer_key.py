@@ -53,7 +53,7 @@ class AnswerKey:
     numbers: tuple[float, ...] = ()
     #: the needles a text can hold, by which of :data:`_MARKS` it holds (made as asked for: a
     #: situation's key serves all its rollouts)
-    _candidates: dict[frozenset[str], tuple[_Needle, ...]] = attrs.field(
+    _candidates: dict[int, tuple[_Needle, ...]] = attrs.field(
         factory=dict, init=False, eq=False, repr=False
     )
 
@@ -103,10 +103,10 @@ class AnswerKey:
         """The needles of the key that ``written`` (JSON text) holds."""
         # a form with an escape, a percent sign or a plus cannot be in a text without one:
         # most of a key's forms are ruled out by three searches rather than one each
-        marks = frozenset(mark for mark in _MARKS if mark in written)
+        marks = _marks_of(written)
         candidates = self._candidates.get(marks)
         if candidates is None:
-            candidates = tuple(n for v in self.values for n in _needles(v) if n.marks <= marks)
+            candidates = tuple(n for v in self.values for n in _needles(v) if n.marks & ~marks == 0)
             self._candidates[marks] = candidates
         return [n for n in candidates if n.text in (written if n.exact_case else lowered)]
 
@@ -120,14 +120,15 @@ class _Needle:
     exact_case: bool
     #: for the start of a long value: the whole value (as ``text`` reads), to extend into
     whole: str | None = None
-    #: which of :data:`_MARKS` the text holds (a text without one cannot hold this needle)
-    marks: frozenset[str] = attrs.field(init=False)
+    #: which of :data:`_MARKS` the text holds, one bit each (a text without one cannot hold
+    #: this needle)
+    marks: int = attrs.field(init=False)
     #: whether a match can only be inside a JSON string: the needle holds a character no
     #: JSON text has outside a string, and no quote or backslash to end or start one
     surely_inside: bool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "marks", frozenset(m for m in _MARKS if m in self.text))
+        object.__setattr__(self, "marks", _marks_of(self.text))
         object.__setattr__(
             self,
             "surely_inside",
@@ -139,6 +140,12 @@ class _Needle:
 
 #: Characters whose absence from a text rules out every needle that holds one.
 _MARKS: tuple[str, ...] = ("\\", "%", "+")
+
+
+def _marks_of(text: str) -> int:
+    """Which of :data:`_MARKS` ``text`` holds, as bits."""
+    return sum(1 << i for i, mark in enumerate(_MARKS) if mark in text)
+
 
 #: Every character a JSON text (as ``json.dumps`` writes it) may hold outside its strings, in
 #: either case: punctuation, white space, numbers, true, false, null, NaN, Infinity.
@@ -375,7 +382,8 @@ def _pattern(values: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(pieces))
 
 
-@functools.lru_cache(maxsize=65536)
+# a situation's answer key keeps the needles it uses: this only spares remaking them
+@functools.lru_cache(maxsize=4096)
 def _needles(value: str) -> tuple[_Needle, ...]:
     """Each form of ``value``, and the start of a long one, as it reads inside a JSON string
     (lower case where the case need not match)."""
