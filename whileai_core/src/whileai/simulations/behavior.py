@@ -74,7 +74,8 @@ def situation_vector(text: str, dims: int = VECTOR_DIMS) -> list[float]:
     buckets = np.bincount(hashes % dims, weights=signs, minlength=dims)
     # (whole numbers: the sums, and so the vector, are exact whatever the order)
     norm = math.sqrt(float(buckets @ buckets))
-    return (buckets / norm).tolist() if norm else buckets.tolist()
+    vector: list[float] = (buckets / norm).tolist() if norm else buckets.tolist()
+    return vector
 
 
 def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
