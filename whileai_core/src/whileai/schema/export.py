@@ -156,6 +156,8 @@ _BY_VALUE = object()
 def _masked_fields(fields: dict[str, Any], key: AnswerKey) -> dict[Any, Any]:
     """``fields`` (name to value) stripped of reserved keys and masked by ``key``, names too,
     in their order; two names masked alike stay two entries."""
+    if not key:
+        return dict(_OUTSIDE.value(fields))
     try:
         written = json.dumps(fields, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
