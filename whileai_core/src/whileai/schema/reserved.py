@@ -151,8 +151,11 @@ class Stripper:
         for needle in self._needles:
             if needle in lowered and self._mention.search(text) is not None:
                 return True
-        # a name spelled apart ("ref erence") can only be a key where a key can stand
-        return (":" in text or "=" in text) and _spelled_apart(lowered, self.names)
+        # a name spelled apart ("ref erence") counts only as a key, and a key stands quoted
+        # before ":" or "=", or bare before "=" (a keyword argument)
+        return (
+            "=" in text or (":" in text and ('"' in text or "'" in text or "`" in text))
+        ) and _spelled_apart(lowered, self.names)
 
     def _structures(self, text: str) -> str:
         """Every JSON or Python-literal structure in ``text`` cleaned in place."""
