@@ -172,3 +172,32 @@ def test_the_tally_gives_the_measurements_numbers_whatever_order_rows_finish_in(
     split = {k: sum(v) / len(v) for k, v in by_task.items() if 0 < sum(v) < len(v)}
     assert split and tally.split_groups() == split
     assert [shuffled[i] for i in tally.plan_order()] == rows
+
+
+def test_a_run_whose_strategy_reads_no_vectors_takes_them_only_when_trajectories_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from whileai.simulations import behavior
+
+    taken: list[str] = []
+    real = behavior.situation_vector
+
+    def counted(text: str) -> list[float]:
+        taken.append(text)
+        return real(text)
+
+    monkeypatch.setattr(behavior, "situation_vector", counted)
+    streamed = run(tmp_path, unique=5, repeats=3)
+    # the even spread neither filters nor learns: nothing read a vector while it played
+    assert taken == []
+    trajectories = list(streamed.trajectories)
+    # each read takes its row's vector (and keeps none): 15 rows, 15 vectors
+    assert len(taken) == 15
+    for row in trajectories:
+        text = behavior.situation_text(row["prompt"], row["scenario_dimensions"])
+        assert row["vector"] == real(text)
+    taken.clear()
+    # held in memory, the trajectories are handed back with one vector per situation
+    memory = run(None, unique=5, repeats=3)
+    assert len(taken) == 5
+    assert [r["vector"] for r in memory.trajectories] == [r["vector"] for r in trajectories]

@@ -19,7 +19,8 @@ import itertools
 import math
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 #: Buckets of the hashed vector; 256 keeps distinct short requests apart (few collisions for
@@ -83,6 +84,46 @@ def cosine_distance(a: Sequence[float], b: Sequence[float]) -> float:
     return 1.0 - sum(x * y for x, y in zip(a, b, strict=True))
 
 
+class SituationVectors(Mapping[str, "array[float]"]):
+    """Every situation's vector by scenario id, as 8-byte floats (2 KB a situation, a quarter
+    of a list of floats), memory only.
+
+    A vector of the offline embedding may be left to be taken when it is read (``defer``):
+    a run whose strategy neither compares situations nor learns never reads one, and a
+    streamed run's ``data.trajectories`` read theirs one row at a time, so such a run keeps
+    only the request and cell it already holds, by reference. A deferred vector is taken
+    again on each read rather than kept, so reading every trajectory does not grow the run.
+    """
+
+    def __init__(self) -> None:
+        self._taken: dict[str, array[float]] = {}
+        self._deferred: dict[str, tuple[str, Mapping[str, Any]]] = {}
+
+    def put(self, scenario_id: str, vector: Sequence[float]) -> None:
+        self._deferred.pop(scenario_id, None)
+        self._taken[scenario_id] = array("d", vector)
+
+    def defer(self, scenario_id: str, prompt: str, dimensions: Mapping[str, Any]) -> None:
+        self._taken.pop(scenario_id, None)
+        self._deferred[scenario_id] = (prompt, dimensions)
+
+    def __getitem__(self, scenario_id: str) -> array[float]:
+        taken = self._taken.get(scenario_id)
+        if taken is not None:
+            return taken
+        prompt, dimensions = self._deferred[scenario_id]
+        return array("d", situation_vector(situation_text(prompt, dimensions)))
+
+    def __contains__(self, scenario_id: object) -> bool:
+        return scenario_id in self._taken or scenario_id in self._deferred
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain(self._taken, self._deferred)
+
+    def __len__(self) -> int:
+        return len(self._taken) + len(self._deferred)
+
+
 class Embedder:
     """Situation vectors: the offline embedding, or a backend's ``embed(texts)`` (each
     vector scaled to unit length). A backend that fails falls back to the offline vectors
@@ -92,6 +133,28 @@ class Embedder:
         self.backend = backend
         self.label = label
         self.failed = False
+
+    async def add(
+        self,
+        into: SituationVectors,
+        situations: Iterable[tuple[str, str, Mapping[str, Any]]],
+        warnings: list[str],
+        *,
+        now: bool,
+    ) -> None:
+        """Each situation's vector (``(scenario_id, prompt, dimensions)``) into ``into``: taken
+        here when ``now`` (a strategy reads them as it goes) or when a model embeds them (one
+        call per batch), else deferred to the first read."""
+        listed = list(situations)
+        if not now and self.backend is None:
+            for scenario_id, prompt, dimensions in listed:
+                into.defer(scenario_id, prompt, dimensions)
+            return
+        texts = [situation_text(prompt, dimensions) for _, prompt, dimensions in listed]
+        for (scenario_id, _, _), vector in zip(
+            listed, await self.vectors(texts, warnings), strict=True
+        ):
+            into.put(scenario_id, vector)
 
     async def vectors(self, texts: Sequence[str], warnings: list[str]) -> list[list[float]]:
         if self.backend is None or not texts:

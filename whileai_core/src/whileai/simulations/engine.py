@@ -13,7 +13,6 @@ import datetime as dt
 import functools
 import json
 import uuid
-from array import array
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -50,7 +49,7 @@ from whileai.schema.files import (
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
 from whileai.simulations.attribution_judge import Attributor
-from whileai.simulations.behavior import Embedder, situation_text
+from whileai.simulations.behavior import Embedder, SituationVectors
 from whileai.simulations.branching import (
     Branch,
     check_rows,
@@ -355,7 +354,7 @@ class _Planned:
     dimensions: dict[str, list[Any]]
     search: Search | None = None
     #: every situation's vector, by scenario id (memory only)
-    vectors: dict[str, array[float]] = attrs.field(factory=dict)
+    vectors: SituationVectors = attrs.field(factory=SituationVectors)
     #: prompts already on disk (resume), kept as they were
     known_prompts: dict[str, str] = attrs.field(factory=dict)
     #: which run of ``runs=N`` this is (0 for the first): later runs draw fresh rollout seeds
@@ -615,10 +614,13 @@ async def _plan(
             call.embedder,
         )
         return _Planned([], search.name, search.dimensions, search, search.vectors, known)
-    texts = [situation_text(plan.situation.prompt, plan.spec) for plan in planned.plans]
-    vectors = await call.embedder.vectors(texts, warnings)
-    for plan, vector in zip(planned.plans, vectors, strict=True):
-        planned.vectors[plan.scenario_id] = array("d", vector)
+    # nothing plays these by their vectors: only data.trajectories reads them
+    await call.embedder.add(
+        planned.vectors,
+        ((p.scenario_id, p.situation.prompt, p.spec) for p in planned.plans),
+        warnings,
+        now=False,
+    )
     planned.known_prompts = known
     return planned
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,7 +33,7 @@ import attrs
 from whileai.registry import Registry
 from whileai.seeds import derive_seed
 from whileai.signatures import accepts
-from whileai.simulations.behavior import Embedder, situation_text
+from whileai.simulations.behavior import Embedder, SituationVectors
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import Writer
 from whileai.simulations.params import RunParams
@@ -164,10 +163,9 @@ class Search:
     rng: random.Random
     embedder: Embedder = attrs.field(factory=Embedder)
     plans: list[PlannedSituation] = attrs.field(factory=list)
-    #: the vector of every situation written, by scenario id (memory only)
-    #: by scenario id, as 8-byte floats (2 KB a situation, a quarter of a list of floats);
-    #: handed out as lists
-    vectors: dict[str, array[float]] = attrs.field(factory=dict)
+    #: the vector of every situation written, by scenario id (memory only), handed out as
+    #: lists
+    vectors: SituationVectors = attrs.field(factory=SituationVectors)
     batches: int = 0
     asked: int = 0
     rejected: Counter[str] = attrs.field(factory=Counter)
@@ -360,11 +358,13 @@ class Search:
         by_index: dict[int, list[PlannedSituation]] = {}
         for plan in written.plans:
             by_index.setdefault(plan.index, []).append(plan)
-        texts = [situation_text(p.situation.prompt, p.spec) for p in written.plans]
-        for plan, vector in zip(
-            written.plans, await self.embedder.vectors(texts, self.warnings), strict=True
-        ):
-            self.vectors[plan.scenario_id] = array("d", vector)
+        await self.embedder.add(
+            self.vectors,
+            ((p.scenario_id, p.situation.prompt, p.spec) for p in written.plans),
+            self.warnings,
+            # a strategy that filters or learns reads every vector, at once or when told
+            now=self.learns or callable(getattr(self.strategy, "admit", None)),
+        )
         return [by_index[i] for i in sorted(by_index)]
 
     def _admit(self, plans: list[PlannedSituation]) -> str | None:
