@@ -198,3 +198,44 @@ def test_to_row_rejects_bad_records_naming_the_field() -> None:
         )
     with pytest.raises(wai.RowError, match="extra key 'reward' collides"):
         wai.to_row(wai.Task(prompt="p"), wai.Rollout(final_text="x", extra={"reward": 1}))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(st.dictionaries(st.text(), _JSON, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_a_sidecar_reads_back_as_the_content_it_was_written_from(content: dict[str, Any]) -> None:
+    from whileai.schema.files import sidecar_text
+
+    assert json.loads(sidecar_text(content)) == content
+
+
+def test_a_sidecar_puts_its_first_two_levels_of_keys_one_to_a_line(tmp_path: Any) -> None:
+    from whileai.schema.files import read_sidecar, write_sidecar
+
+    content = {
+        "metadata": {"run_id": "r1", "seed": 3},
+        "report": {"n_traces": 8, "rollouts": {"groups": {"s1": {"planned": 4}}}},
+        "complete": True,
+    }
+    path = tmp_path / "rows.meta.json"
+    write_sidecar(path, content)
+    assert read_sidecar(path) == content
+    assert path.read_text(encoding="utf-8").splitlines() == [
+        "{",
+        '  "metadata": {',
+        '    "run_id": "r1",',
+        '    "seed": 3',
+        "  },",
+        '  "report": {',
+        '    "n_traces": 8,',
+        '    "rollouts": {"groups": {"s1": {"planned": 4}}}',
+        "  },",
+        '  "complete": true',
+        "}",
+    ]

@@ -244,10 +244,27 @@ def write_sidecar(path: str | os.PathLike[str], content: Mapping[str, Any]) -> N
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(content, f, ensure_ascii=False, indent=2, default=str)
+        f.write(sidecar_text(content))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
+
+
+def sidecar_text(content: Any, depth: int = 0) -> str:
+    """``content`` as JSON, its first two levels of keys one to a line and indented (a person
+    reads the metadata and the report's fields), what lies deeper on the line of its key:
+    json's C encoder writes those, where an indented dump runs in Python at four times the
+    cost (a report lists every group's rollouts: 0.3 MB for 2,000 situations)."""
+    if depth < 2 and isinstance(content, Mapping) and content:
+        if not all(type(k) is str for k in content):
+            return json.dumps(content, ensure_ascii=False, default=str)
+        pad = "  " * (depth + 1)
+        items = [
+            f"{pad}{json.dumps(k, ensure_ascii=False)}: {sidecar_text(v, depth + 1)}"
+            for k, v in content.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def read_sidecar(path: str | os.PathLike[str]) -> dict[str, Any] | None:
