@@ -446,3 +446,20 @@ def test_a_text_the_stripper_calls_clean_is_one_its_walk_leaves_as_it_is(doc: An
         assert not _OUTSIDE.holds_none(json.dumps(doc, ensure_ascii=False))
     # and the walk removes a name spelled apart, in JSON inside JSON too
     assert reserved_keys_in(strip_private(doc)) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(spelled_docs, min_size=1, max_size=20))
+def test_what_a_stripper_remembers_never_changes_what_it_strips(docs: list[Any]) -> None:
+    # a stripper remembers the keys and clean texts it met; one that met many others strips
+    # each document as one that never met any
+    from whileai.schema.reserved import Stripper
+
+    seasoned = Stripper(NEVER_EXPORTED)
+    for i in range(3000):
+        seasoned.value({f"key {i}": f"text {i}", "reference": i})
+    for doc in docs:
+        assert seasoned.value(doc) == Stripper(NEVER_EXPORTED).value(doc)
+        assert seasoned.value(doc) == seasoned.value(doc)
+    # and what it remembers stays bounded
+    assert len(seasoned._fates) <= 2048 and len(seasoned._clean) <= 2048

@@ -27,6 +27,11 @@ import attrs
 
 MASK = "***"
 
+#: How many keys and clean texts a stripper remembers, and how long a remembered text may be
+#: (0.5 MB at most: a text is a field name, a model name, an id, a system prompt's head).
+_REMEMBERED = 2048
+_SHORT = 256
+
 
 @functools.lru_cache(maxsize=8192)
 def compact_name(name: str) -> str:
@@ -69,6 +74,11 @@ class Stripper:
         )
         self._mention = re.compile(rf"(?:{spelled})", re.IGNORECASE)
         self._needles = tuple(_spellings(n)[0] for n in sorted(self.names))
+        # keys and short texts repeat from row to row (field names, model names, run ids, the
+        # head of the system prompt): what each became is remembered, a bounded number of
+        # them, the memory cleared when full so a long-lived process keeps the current run's
+        self._fates: dict[str, tuple[bool, str]] = {}
+        self._clean: set[str] = set()
 
     def holds_none(self, written: str) -> bool:
         """Whether ``written``, a value as ``json.dumps`` writes it, surely holds no reserved
@@ -119,21 +129,44 @@ class Stripper:
 
     def _mapping(self, value: Mapping[Any, Any]) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
+        fates = self._fates
         for k, v in value.items():
             if type(k) is str:
-                # keys repeat from row to row: what each one becomes is remembered
-                drop, k = _key_fate(self, k)
+                fate = fates.get(k)
+                drop, k = fate if fate is not None else self._fate(k)
                 if drop:
                     continue
-            out[k] = self.value(v)
+            # the kinds most values are, without a call each
+            kind = type(v)
+            if kind is str:
+                out[k] = self.text(v)
+            elif v is None or kind is int or kind is float or kind is bool:
+                out[k] = v
+            else:
+                out[k] = self.value(v)
         return out
+
+    def _fate(self, key: str) -> tuple[bool, str]:
+        """Whether the stripper drops ``key``, and what it writes in its place if not."""
+        fate = (True, key) if self.reserved(key) else (False, self.text(key))
+        if len(self._fates) >= _REMEMBERED:
+            self._fates.clear()
+        self._fates[key] = fate
+        return fate
 
     def key(self, key: Any) -> Any:
         return self.text(key) if isinstance(key, str) else key
 
     def text(self, text: str) -> str:
         """``text`` with reserved keys removed from any structure it holds."""
+        short = len(text) <= _SHORT
+        if short and text in self._clean:
+            return text
         if not self._may_hold(text):
+            if short:
+                if len(self._clean) >= _REMEMBERED:
+                    self._clean.clear()
+                self._clean.add(text)
             return text
         cleaned = self._structures(text)
         view = unescaped(cleaned)
@@ -197,13 +230,6 @@ def _spelled_apart(lowered: str, names: frozenset[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=8192)
-def _key_fate(stripper: Stripper, key: str) -> tuple[bool, str]:
-    """Whether ``stripper`` drops ``key``, and what it writes in its place if not."""
-    if stripper.reserved(key):
-        return True, key
-    return False, stripper.text(key)
-
-
 def _spellings(name: str) -> list[str]:
     """The pieces of a reserved name between which a writer may put ``_``, ``-`` or a space
     (``hiddenstate`` is ``hidden``/``state``)."""
