@@ -35,7 +35,21 @@ class RunCosts:
     #: a row's agent or user cost was unknown
     rows_unknown: bool = False
 
+    #: prices found by the names asked for: a run asks for its few models on every row
+    _found: dict[tuple[Any, ...], Price | None] = attrs.field(factory=dict, init=False, repr=False)
+
     def _price(self, *names: Any) -> Price | None:
+        try:
+            return self._found[names]
+        except KeyError:
+            found = self._lookup(names)
+            if len(self._found) < 1024:
+                self._found[names] = found
+            return found
+        except TypeError:  # a model name a backend reported as something unhashable
+            return self._lookup(names)
+
+    def _lookup(self, names: tuple[Any, ...]) -> Price | None:
         for name in names:
             if isinstance(name, str) and name:
                 found = self.table.lookup(name)
