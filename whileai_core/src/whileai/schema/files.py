@@ -35,9 +35,14 @@ def row_line(row: Mapping[str, Any]) -> str:
     return exported_line(export_row(row))
 
 
+#: json.dumps(..., ensure_ascii=False, default=str), built once: dumps with options builds an
+#: encoder per call, a tenth of the time of writing a short row
+_LINE = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def exported_line(exported: Mapping[str, Any]) -> str:
     """A row ``export_row`` already made, as a JSONL line."""
-    return json.dumps(exported, ensure_ascii=False, default=str) + "\n"
+    return _LINE.encode(exported) + "\n"
 
 
 class RowWriter:
