@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -189,6 +190,10 @@ def _field_names(cls: type) -> list[str]:
 TASK_KEYS: tuple[str, ...] = tuple(_field_names(Task))
 ROLLOUT_KEYS: tuple[str, ...] = tuple(n for n in _field_names(Rollout) if n != "extra")
 JUDGMENT_KEYS: tuple[str, ...] = tuple(_field_names(Judgment))
+# each record's fields in one call (to_row runs once per rollout)
+_READ_TASK = operator.attrgetter(*TASK_KEYS)
+_READ_ROLLOUT = operator.attrgetter(*ROLLOUT_KEYS)
+_READ_JUDGMENT = operator.attrgetter(*JUDGMENT_KEYS)
 NAMED_KEYS: frozenset[str] = frozenset(
     {*TASK_KEYS, *ROLLOUT_KEYS, *JUDGMENT_KEYS, "markers", "schema_version"}
 )
@@ -280,12 +285,15 @@ def to_row(
     for what in ("reward", "llm_reward", "gold_reward", "quality"):
         check_reward(getattr(judgment, what), what, index)
     row: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
-    for record, keys in ((task, TASK_KEYS), (rollout, ROLLOUT_KEYS), (judgment, JUDGMENT_KEYS)):
-        for key in keys:
-            value = getattr(record, key)
+    for record, keys, read in (
+        (task, TASK_KEYS, _READ_TASK),
+        (rollout, ROLLOUT_KEYS, _READ_ROLLOUT),
+        (judgment, JUDGMENT_KEYS, _READ_JUDGMENT),
+    ):
+        for key, value in zip(keys, read(record), strict=True):
             if value is not None or key in ALWAYS_WRITTEN:
                 row[key] = value
-    marker_map = _marker_map(markers, index)
+    marker_map = _marker_map(markers, index) if markers else {}
     if marker_map:
         row["markers"] = marker_map
     for key, value in rollout.extra.items():
