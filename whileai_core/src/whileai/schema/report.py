@@ -65,6 +65,13 @@ class Report(Mapping[str, Any]):
 
 
 def _plain(value: Any) -> Any:
+    # plain data by exact type first: a run's report holds a table of every group, and the
+    # checks below go through the ABCs
+    kind = type(value)
+    if kind is dict:
+        return {k: _plain(v) for k, v in value.items()}
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
     if isinstance(value, Report):
         return value.to_dict()
     if isinstance(value, Mapping):
