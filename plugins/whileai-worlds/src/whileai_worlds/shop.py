@@ -75,6 +75,11 @@ _EMAIL = {"type": "string", "description": "the customer's account email"}
 _ORDER_ID = {"type": "string", "description": "the order id, e.g. A1234"}
 
 
+@functools.lru_cache(maxsize=16)
+def _shop_tools_for(refund_window_days: int) -> tuple[dict[str, Any], ...]:
+    return tuple(shop_tools(refund_window_days))
+
+
 def shop_tools(refund_window_days: int) -> list[dict[str, Any]]:
     """The shop's tools in OpenAI format; the descriptions carry the shop's policy."""
     return [
@@ -274,7 +279,9 @@ class ShopWorld:
             raise ValueError(f"refund_window_days must be >= 0, got {self.refund_window_days!r}")
 
     def tools(self) -> list[dict[str, Any]]:
-        return shop_tools(self.refund_window_days)
+        # asked once per episode: built once per refund window (a tool spec is read, never
+        # written; each caller gets a list of its own)
+        return list(_shop_tools_for(self.refund_window_days))
 
     def dimensions(self) -> dict[str, list[Any]]:
         """``intent`` (what the customer wants), ``difficulty`` (``hard``: details withheld,
