@@ -37,6 +37,13 @@ def test_shop_resolves_by_name_and_satisfies_the_world_contract(world: World) ->
     names = [t["function"]["name"] for t in world.tools()]
     assert names == ["get_account", "list_orders", "get_order", "refund_order", "update_address"]
     assert all(t["type"] == "function" for t in world.tools())
+    # the policy in the descriptions follows the world's refund window
+    assert "30 days" in json.dumps(world.tools())
+    assert "7 days" in json.dumps(ShopWorld(refund_window_days=7).tools())
+    # each call's list is its own
+    listed = world.tools()
+    listed.clear()
+    assert len(world.tools()) == 5
     assert world.dimensions() == {
         "intent": ["refund", "track", "address_change"],
         "difficulty": ["easy", "hard"],
