@@ -349,7 +349,7 @@ async def _play(
     steps: list[dict[str, Any]] = []
     tally = _Tally()
     agent_sampling = _seeded(ctx.agent_sampling, job.seed)
-    user_sampling = _seeded(ctx.user_sampling, job.seed + 1)
+    user_sampling: Sampling | None = None  # made when the user first speaks
     patience = ctx.user_patience if ctx.user_patience is not None else situation.patience
     final_text = ""
     error: str | None = None
@@ -383,6 +383,8 @@ async def _play(
             if turn >= patience:
                 stop_reason = "gave_up"
                 break
+            if user_sampling is None:
+                user_sampling = _seeded(ctx.user_sampling, job.seed + 1)
             reply = await ctx.models.user.complete(
                 _user_messages(ctx, situation, situation.prompt, steps), None, user_sampling
             )
