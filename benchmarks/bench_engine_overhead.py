@@ -11,7 +11,8 @@ log. Both must grade every sample a pass before the ratio is printed. Inspect's 
 fetches a tiktoken file at run time, so ``tiktoken.get_encoding`` is patched to a whitespace
 splitter (which only makes Inspect faster).
 
-Each engine runs in a fresh interpreter of its own, one after the other: in one process, each
+Each line is the median of three timed runs. Each engine runs in a fresh interpreter of its
+own, one after the other: in one process, each
 would pay for the other's objects in every full garbage collection (Inspect AI's imports hold
 some 220,000 objects, whileai's 85,000).
 
@@ -31,13 +32,14 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import ratio_line, timed
+from _harness import Timing, ratio_line, timed
 
 import whileai as wai
 from whileai import hookimpl
@@ -259,24 +261,35 @@ def run_inspect_tools(n: int, log_dir: str) -> list[float]:
     return pass_values(log)
 
 
+#: Timed runs per line, the median reported: one 2,000-rollout whileai run lasts under half a
+#: second, where one pause of the machine moves its rate by a fifth
+TRIALS = 3
+
+
+def median_of(label: str, fn: Callable[[int], Any]) -> Timing:
+    """``fn(trial)`` timed TRIALS times; the median run (its result with it)."""
+    runs = sorted((timed(label, partial(fn, t)) for t in range(TRIALS)), key=lambda r: r.seconds)
+    return runs[len(runs) // 2]
+
+
 def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     """whileai's timed runs, in a process of its own: single-turn writing its rows, the same in
     memory, the shop run and the bare write of its rows."""
     # warm up once (imports, plugin hooks) so the timed runs measure the engine
     run_whileai(20, f"{scratch}/warm.jsonl")
-    ours = timed("whileai", lambda: run_whileai(n, f"{scratch}/rows.jsonl"))
-    memory = timed("whileai in memory", lambda: run_whileai(n))
+    ours = median_of("whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"))
+    memory = median_of("whileai in memory", lambda t: run_whileai(n))
     assert len(ours.result) == len(memory.result) == n
     assert all(r == 1.0 for r in ours.result), "whileai graded a rollout a fail"
-    written = len(Path(f"{scratch}/rows.jsonl").read_text(encoding="utf-8").splitlines())
+    written = len(Path(f"{scratch}/rows-0.jsonl").read_text(encoding="utf-8").splitlines())
     assert written == n, f"whileai wrote {written} rows of {n}"
     run_shop(40, f"{scratch}/shop-warm.jsonl")
-    shop = timed("shop", lambda: run_shop(n, f"{scratch}/shop.jsonl"))
+    shop = median_of("shop", lambda t: run_shop(n, f"{scratch}/shop-{t}.jsonl"))
     rows = shop.result
     # (the scripted agent trips over a malformed payload now and then: those rows say so in
     # error, and are rows all the same)
     assert len(rows) == n, f"the shop run wrote {len(rows)} rows of {n}"
-    bare = timed("bare write", lambda: write_bare(rows, f"{scratch}/bare.jsonl"))
+    bare = median_of("bare write", lambda t: write_bare(rows, f"{scratch}/bare-{t}.jsonl"))
     return {
         "single": ours.rate(n),
         "memory": memory.rate(n),
@@ -290,12 +303,12 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     """Inspect AI's timed runs, in a process of its own: plain samples and tool-using ones."""
     patch_tiktoken()
     run_inspect(20, f"{scratch}/warm-logs")
-    peer = timed("inspect", lambda: run_inspect(n, f"{scratch}/logs"))
+    peer = median_of("inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}"))
     assert len(peer.result) == n and all(r == 1.0 for r in peer.result), (
         "Inspect graded a sample a fail"
     )
     run_inspect_tools(20, f"{scratch}/tools-warm-logs")
-    tools = timed("inspect tools", lambda: run_inspect_tools(n, f"{scratch}/tools-logs"))
+    tools = median_of("inspect tools", lambda t: run_inspect_tools(n, f"{scratch}/tools-{t}"))
     assert len(tools.result) == n and all(r == 1.0 for r in tools.result), (
         "Inspect's tool-using samples did not all end with the answer"
     )
