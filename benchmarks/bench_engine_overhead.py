@@ -12,9 +12,8 @@ fetches a tiktoken file at run time, so ``tiktoken.get_encoding`` is patched to 
 splitter (which only makes Inspect faster).
 
 Each line is the median of three timed runs. Each engine runs in a fresh interpreter of its
-own, one after the other: in one process, each
-would pay for the other's objects in every full garbage collection (Inspect AI's imports hold
-some 220,000 objects, whileai's 85,000).
+own, one after the other: in one process, each would pay for the other's objects in every
+full garbage collection (Inspect AI's imports hold some 220,000 objects, whileai's 85,000).
 
 Three more lines, each labelled: whileai keeping its rows in memory only (no file; not like
 for like, for information); the shop world multi-turn with tools and faults, writing its

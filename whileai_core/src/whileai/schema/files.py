@@ -262,14 +262,14 @@ def sidecar_text(content: Any, depth: int = 0) -> str:
     cost (a report lists every group's rollouts: 0.3 MB for 2,000 situations)."""
     if depth < 2 and isinstance(content, Mapping) and content:
         if not all(type(k) is str for k in content):
-            return json.dumps(content, ensure_ascii=False, default=str)
+            return _LINE.encode(content)
         pad = "  " * (depth + 1)
         items = [
             f"{pad}{json.dumps(k, ensure_ascii=False)}: {sidecar_text(v, depth + 1)}"
             for k, v in content.items()
         ]
         return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
-    return json.dumps(content, ensure_ascii=False, default=str)
+    return _LINE.encode(content)
 
 
 def read_sidecar(path: str | os.PathLike[str]) -> dict[str, Any] | None:

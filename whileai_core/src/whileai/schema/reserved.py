@@ -229,7 +229,6 @@ def _spelled_apart(lowered: str, names: frozenset[str]) -> bool:
     return any(name in compact for name in names)
 
 
-@functools.lru_cache(maxsize=8192)
 def _spellings(name: str) -> list[str]:
     """The pieces of a reserved name between which a writer may put ``_``, ``-`` or a space
     (``hiddenstate`` is ``hidden``/``state``)."""
