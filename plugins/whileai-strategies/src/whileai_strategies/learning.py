@@ -3,13 +3,15 @@
 - ``bandit``: arms are cells of the dimension grid (difficulty left to ``hard_share``), or
   the keys of ``arm_weights``; Thompson sampling (or UCB1) on each arm's chance of revealing
   a failure, so budget moves toward arms where the agent fails or its repeats split.
-  ``arm_weights`` are the prior.
-- ``novelty``: proposes the least-tried cells and admits a written situation only when its
-  vector is at least ``threshold`` (cosine distance) from every situation already admitted.
+  ``arm_weights`` are the prior. Every arm is tried once before any is repeated, in the
+  order ``PairEvidence`` draws them.
+- ``novelty``: proposes the least-tried cells, those ``PairEvidence`` ties to unusual
+  behaviour first, and admits a written situation only when its vector is at least
+  ``threshold`` (cosine distance) from every situation already admitted.
 - ``map_elites``: a quality-diversity archive over dimension cell x behaviour (the tools the
   agent called and how it ended); each archive cell keeps its most failure-revealing
   situation, and new proposals mutate one dimension of an elite chosen by how much it
-  reveals, toward a neighbouring cell not tried yet when there is one.
+  reveals, toward the neighbouring cell not tried yet that ``PairEvidence`` favours.
 
 Every spec names its ``arm`` and a ``selection_reason`` a person can read. Each strategy
 draws only from the ``rng`` it is asked with, so a seed reproduces its situations given the
@@ -65,6 +67,64 @@ def _rewards(rows: Sequence[Mapping[str, Any]]) -> list[float]:
 
 
 @attrs.define
+class PairEvidence:
+    """What told situations say of each pair of dimension values, as a model of where the
+    next failure is.
+
+    Most failures combinatorial testing finds are set off by one value or by two values
+    meeting, so the model is that a cell fails when one of its pairs of values sets it off.
+    Each pair's chance of setting a failure off has a Beta posterior: ``prior`` (fail, pass)
+    pseudo-counts, plus, over the told situations that hold the pair, their weights (1 for a
+    failure, or how unusual a behaviour was) and one minus them. A cell's chance is then
+    1 - prod(1 - pair chance). So an untried cell that shares a pair with a failure comes
+    first, then one holding pairs no told situation held yet (the order a pairwise covering
+    array visits them in), and last one whose every pair passed. Cells of one dimension have
+    no pairs; their single values stand in.
+    """
+
+    #: (fail, pass) pseudo-counts of each pair's prior: a few pairs of many set failures off
+    prior: tuple[float, float] = (0.1, 1.0)
+    _weight: dict[tuple[Any, ...], float] = attrs.field(factory=dict, init=False, repr=False)
+    _count: Counter[tuple[Any, ...]] = attrs.field(factory=Counter, init=False, repr=False)
+
+    @staticmethod
+    def _pairs(cell: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        items = sorted((str(k), repr(v)) for k, v in cell.items())
+        if len(items) < 2:
+            return [tuple(item) for item in items]
+        return [(*a, *b) for a, b in itertools.combinations(items, 2)]
+
+    def add(self, cell: Mapping[str, Any], weight: float) -> None:
+        for pair in self._pairs(cell):
+            self._weight[pair] = self._weight.get(pair, 0.0) + weight
+            self._count[pair] += 1
+
+    def _posteriors(self, cell: Mapping[str, Any]) -> list[tuple[float, float]]:
+        fail, passed = self.prior
+        told = [(self._weight.get(pair, 0.0), self._count[pair]) for pair in self._pairs(cell)]
+        return [(fail + weight, passed + count - weight) for weight, count in told]
+
+    def chance(self, cell: Mapping[str, Any]) -> float:
+        """The cell's chance of a failure under the posterior means (0 for a cell of no
+        dimensions)."""
+        if not cell:
+            return 0.0
+        held = math.prod(1 - a / (a + b) for a, b in self._posteriors(cell))
+        return 1 - held
+
+    def draw(self, cell: Mapping[str, Any], rng: random.Random) -> float:
+        """The cell's chance of a failure under one draw from each pair's posterior
+        (Thompson sampling on the model)."""
+        if not cell:
+            return 0.0
+        return 1 - math.prod(1 - rng.betavariate(a, b) for a, b in self._posteriors(cell))
+
+    def failed_pairs(self, cell: Mapping[str, Any]) -> int:
+        """How many of the cell's pairs some told situation failed (or behaved unusually) on."""
+        return sum(self._weight.get(pair, 0.0) > 0 for pair in self._pairs(cell))
+
+
+@attrs.define
 class _Arm:
     cell: dict[str, Any]
     #: Beta prior and observed counts of "this situation revealed a failure"
@@ -97,6 +157,8 @@ class Bandit:
     _arms: dict[str, _Arm] | None = attrs.field(default=None, init=False, repr=False)
     _dimensions: dict[str, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
     _free: list[str] = attrs.field(factory=list, init=False, repr=False)
+    _evidence: PairEvidence = attrs.field(factory=PairEvidence, init=False, repr=False)
+    _weighted: bool = attrs.field(default=False, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.method not in ("thompson", "ucb"):
@@ -115,6 +177,7 @@ class Bandit:
     ) -> dict[str, _Arm]:
         dims = _check_dimensions(dimensions)
         weights = _check_weights(arm_weights or {})
+        self._weighted = bool(weights)
         self._dimensions = dims
         arm_dims = [d for d in dims if d != self.hard_dimension] or list(dims)
         if weights:
@@ -155,7 +218,11 @@ class Bandit:
         specs = []
         pending: Counter[str] = Counter()
         for _ in range(n):
-            label, score = self._pick(arms, pending, rng)
+            untried = [label for label, arm in arms.items() if not arm.tries + pending[label]]
+            if untried:
+                label, score, lean = self._pick_untried(untried, rng)
+            else:
+                label, score = self._pick(arms, pending, rng)
             pending[label] += 1
             arm = arms[label]
             spec = dict(arm.cell)
@@ -163,12 +230,41 @@ class Bandit:
                 spec[d] = rng.choice(self._dimensions[d])
             spec["arm"] = label
             how = "draw" if self.method == "thompson" else "bound"
-            spec["selection_reason"] = (
-                f"bandit: arm {label}, posterior fail {arm.mean:.2f} "
-                f"({arm.fails} of {arm.tries} told failed; {how} {score:.2f})"
-            )
+            if untried:
+                spec["selection_reason"] = (
+                    f"bandit: arm {label}, posterior fail {arm.mean:.2f} (untried; "
+                    f"{lean} of its pairs of values failed elsewhere; {how} {score:.2f})"
+                )
+            else:
+                spec["selection_reason"] = (
+                    f"bandit: arm {label}, posterior fail {arm.mean:.2f} "
+                    f"({arm.fails} of {arm.tries} told failed; {how} {score:.2f})"
+                )
             specs.append(spec)
         return specs
+
+    def _pick_untried(self, untried: Sequence[str], rng: random.Random) -> tuple[str, float, int]:
+        """Every arm is tried once before any is repeated (a repeat can only confirm what one
+        try showed while another arm is unknown); the untried arm to try next is drawn from a
+        posterior that borrows what its pairs of values showed in other arms."""
+        assert self._arms is not None
+        best, best_score = "", -math.inf
+        for label in untried:
+            arm = self._arms[label]
+            prior = (arm.prior_fail, arm.prior_pass)
+            if self.method == "thompson":
+                score = self._evidence.draw(arm.cell, rng)
+                if self._weighted or not arm.cell:
+                    score = 1 - (1 - score) * (1 - rng.betavariate(*prior))
+            else:
+                score = self._evidence.chance(arm.cell)
+                if self._weighted or not arm.cell:
+                    score = 1 - (1 - score) * (1 - prior[0] / sum(prior))
+            # ties (several untried arms with no evidence) break at random, from the run's rng
+            score += rng.random() * 1e-9
+            if score > best_score:
+                best, best_score = label, score
+        return best, best_score, self._evidence.failed_pairs(self._arms[best].cell)
 
     def _pick(
         self, arms: Mapping[str, _Arm], pending: Counter[str], rng: random.Random
@@ -196,15 +292,19 @@ class Bandit:
             rewards = _rewards(group)
             if label not in self._arms or not rewards:
                 continue
-            if min(rewards) < FAIL_BELOW:
+            failed = min(rewards) < FAIL_BELOW
+            if failed:
                 self._arms[label].fails += 1
             else:
                 self._arms[label].passes += 1
+            self._evidence.add(self._arms[label].cell, 1.0 if failed else 0.0)
 
 
 @attrs.define
 class Novelty:
-    """Admits a situation only when it is far from every one already admitted."""
+    """Admits a situation only when it is far from every one already admitted, and looks
+    first where the agent behaved unusually: among the least-tried cells it proposes those
+    sharing pairs of values with situations whose behaviour was not the run's most common."""
 
     #: the least cosine distance to every admitted situation a new one needs. Measured with
     #: the offline vector on the shop's templates: two draws of one cell sit a median 0.16
@@ -216,6 +316,9 @@ class Novelty:
     _proposed: Counter[str] = attrs.field(factory=Counter, init=False, repr=False)
     _admitted: list[list[float]] = attrs.field(factory=list, init=False, repr=False)
     _behaviours: Counter[str] = attrs.field(factory=Counter, init=False, repr=False)
+    _evidence: PairEvidence = attrs.field(factory=PairEvidence, init=False, repr=False)
+    _descriptors: Counter[str] = attrs.field(factory=Counter, init=False, repr=False)
+    _dimensions: list[str] = attrs.field(factory=list, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.threshold <= 2:
@@ -238,16 +341,25 @@ class Novelty:
         arm_weights: Mapping[Any, float] | None = None,
     ) -> list[dict[str, Any]]:
         dims = _check_dimensions(dimensions)
+        self._dimensions = list(dims)
         cells = _cells(dims, list(dims))
         specs = []
         for _ in range(n):
             fewest = min(self._proposed[_label(c)] for c in cells)
             choices = [c for c in cells if self._proposed[_label(c)] == fewest]
-            cell = dict(rng.choice(choices))
+            # the random part breaks ties (cells with the same evidence) from the run's rng
+            likeliest: dict[str, Any] = max(
+                choices, key=lambda c: self._evidence.chance(c) + rng.random() * 1e-9
+            )
+            cell = dict(likeliest)
             label = _label(cell)
             self._proposed[label] += 1
+            unusual = self._evidence.failed_pairs(cell)
             cell["arm"] = label
-            cell["selection_reason"] = f"novelty: least-tried cell {label} ({fewest} before)"
+            cell["selection_reason"] = (
+                f"novelty: least-tried cell {label} ({fewest} before; "
+                f"{unusual} of its pairs of values behaved unusually elsewhere)"
+            )
             specs.append(cell)
         return specs
 
@@ -264,6 +376,16 @@ class Novelty:
         for row in rows:
             if row.get("behavior_signature"):
                 self._behaviours[str(row["behavior_signature"])] += 1
+        groups = [(group, behaviour_descriptor(group)) for group in _situations(rows).values()]
+        self._descriptors.update(descriptor for _, descriptor in groups)
+        if not self._descriptors:
+            return
+        usual = self._descriptors.most_common(1)[0][0]
+        for group, descriptor in groups:
+            dims = group[0].get("scenario_dimensions") or {}
+            # the cell as the strategy asked for it: a world may add dimensions of its own
+            cell = {d: dims[d] for d in self._dimensions if d in dims}
+            self._evidence.add(cell, 0.0 if descriptor == usual else 1.0)
 
 
 def behaviour_descriptor(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -304,6 +426,7 @@ class MapElites:
     _archive: dict[tuple[str, str], Elite] = attrs.field(factory=dict, init=False, repr=False)
     _tried: set[str] = attrs.field(factory=set, init=False, repr=False)
     _dims: dict[str, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
+    _evidence: PairEvidence = attrs.field(factory=PairEvidence, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.explore <= 1:
@@ -365,8 +488,14 @@ class MapElites:
         return specs
 
     def _untried(self, rng: random.Random) -> dict[str, Any] | None:
+        """The untried cell the told qualities point to (``PairEvidence``): one sharing
+        pairs of values with revealing situations, else one holding pairs not yet tried."""
         cells = [c for c in _cells(self._dims, list(self._dims)) if _label(c) not in self._tried]
-        return dict(rng.choice(cells)) if cells else None
+        return dict(self._likeliest(cells, rng)) if cells else None
+
+    def _likeliest(self, cells: Sequence[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
+        # the random part breaks ties (cells with the same evidence) from the run's rng
+        return max(cells, key=lambda c: self._evidence.chance(c) + rng.random() * 1e-9)
 
     def _pick_elite(self, rng: random.Random) -> tuple[str, str]:
         """An elite, by how much it reveals (every one keeps a small chance, so the search
@@ -378,18 +507,24 @@ class MapElites:
     def _mutate(
         self, spec: Mapping[str, Any], rng: random.Random, *, untried_only: bool = True
     ) -> tuple[dict[str, Any], str] | None:
-        """One value of ``spec`` changed: to a neighbouring cell (one dimension apart) not
-        tried yet; None when every neighbour has been tried (``untried_only=False``: any)."""
+        """One value of ``spec`` changed: to the neighbouring cell (one dimension apart) not
+        tried yet that the told qualities point to; None when every neighbour has been tried
+        (``untried_only=False``: any neighbour, at random)."""
         cell = {d: spec.get(d, rng.choice(v)) for d, v in self._dims.items()}
         moves = [(d, v) for d, values in self._dims.items() for v in values if v != cell[d]]
-        if untried_only:
-            moves = [(d, v) for d, v in moves if _label({**cell, d: v}) not in self._tried]
-        if not moves:
+        if not untried_only:
+            if not moves:
+                return None
+            d, v = rng.choice(moves)
+            return {**cell, d: v}, f"{d} {cell[d]}->{v}"
+        options = {
+            (d, v): {**cell, d: v} for d, v in moves if _label({**cell, d: v}) not in self._tried
+        }
+        if not options:
             return None
-        d, v = rng.choice(moves)
-        old = cell[d]
-        cell[d] = v
-        return cell, f"{d} {old}->{v}"
+        best = self._likeliest(list(options.values()), rng)
+        d, v = next(move for move, option in options.items() if option is best)
+        return best, f"{d} {cell[d]}->{v}"
 
     def tell(self, rows: Sequence[Mapping[str, Any]]) -> None:
         for scenario_id, group in _situations(rows).items():
@@ -400,6 +535,7 @@ class MapElites:
             spec = {d: dims[d] for d in self._dims if d in dims}
             key = (_label(spec), behaviour_descriptor(group))
             quality = 1.0 - sum(rewards) / len(rewards)
+            self._evidence.add(spec, quality)
             held = self._archive.get(key)
             if held is None or quality > held.quality:
                 self._archive[key] = Elite(spec, quality, scenario_id)

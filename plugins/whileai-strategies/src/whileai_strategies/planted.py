@@ -4,10 +4,11 @@ Situations vary over ``topic`` (5 values) x ``channel`` (4) x ``tone`` (3): 60 c
 instant agent (``planted:agent``) answers every situation right except in the planted failure
 regions, and except for two rare quirks a situation may be drawn with (one draw in ten each,
 in any cell), which send it down a wrong path of its own (its behaviour signature shows it).
-The regions are shaped as real agents' failures are, clustered rather than scattered: every
-tone of account questions by email, every channel of angry billing questions, and one lone
-cell; eight failing cells in all. A planted failure (a failing cell, or a quirk) is found
-when some rollout failed on it. Nothing here calls a model, so a
+The regions are shaped as real agents' failures are, clustered rather than scattered, each
+set off by two values meeting (most failures combinatorial testing finds need one value or
+two): every tone of account questions by email, every channel of angry billing questions, and
+warranty questions by phone unless polite; nine failing cells in all. A planted failure (a
+failing cell, or a quirk) is found when some rollout failed on it. Nothing here calls a model, so a
 benchmark or a test measures the strategy, not the agent.
 
 Register ``PlantedPlugin()`` to use it: ``world="planted"``, ``agent_model="planted:agent"``.
@@ -33,11 +34,12 @@ DIMENSIONS: dict[str, list[str]] = {
     "tone": ["polite", "curt", "angry"],
 }
 
-#: The cells where the agent fails, whatever the draw: three regions.
+#: The cells where the agent fails, whatever the draw: three regions of 3, 4 and 2 cells.
 FAILING_CELLS: tuple[tuple[str, str, str], ...] = (
     *(("account", "email", tone) for tone in DIMENSIONS["tone"]),
     *(("billing", channel, "angry") for channel in DIMENSIONS["channel"]),
     ("warranty", "phone", "curt"),
+    ("warranty", "phone", "angry"),
 )
 
 #: Rare quirks of a draw, each in one draw of ten, and the wrong tool each sends the agent to.
@@ -47,7 +49,7 @@ QUIRK_CHANCE = 0.1
 _REQUEST = re.compile(r"a (\w+) (\w+) question by (\w+)")
 _NOTE = re.compile(r"Note: (\w+)\.")
 
-#: Every planted failure by name: the eight failing cells and the two quirks.
+#: Every planted failure by name: the nine failing cells and the two quirks.
 PLANTED: tuple[str, ...] = (*("/".join(c) for c in FAILING_CELLS), *QUIRKS)
 
 
