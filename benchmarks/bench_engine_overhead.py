@@ -11,6 +11,10 @@ log. Both must grade every sample a pass before the ratio is printed. Inspect's 
 fetches a tiktoken file at run time, so ``tiktoken.get_encoding`` is patched to a whitespace
 splitter (which only makes Inspect faster).
 
+A timed run ends when the engine has written its output: each side's grades are read and
+checked after the clock stops (Inspect's log holds its samples in memory; whileai's rows are
+read back from its file), and the bare ceiling is timed on rows already in memory.
+
 Each line is the median of three timed runs. Each engine runs in a fresh interpreter of its
 own, one after the other: in one process, each would pay for the other's objects in every
 full garbage collection (Inspect AI's imports hold some 220,000 objects, whileai's 85,000).
@@ -122,8 +126,8 @@ def exact(prompt: str, completion: str) -> float:
     return 1.0 if completion == MOCK_OUTPUT else 0.0
 
 
-def run_whileai(n: int, output: str | None = None) -> list[float]:
-    data = wai.simulate(
+def run_whileai(n: int, output: str | None = None) -> Any:
+    return wai.simulate(
         registry=Registry.from_plugins(BenchPlugin()),
         agent_model="instant",
         user_model="instant",
@@ -135,10 +139,15 @@ def run_whileai(n: int, output: str | None = None) -> list[float]:
         output=output,
         advanced={"world": "questions", "max_concurrency": 256},
     )
+
+
+def rewards(data: Any) -> list[float]:
+    """Each row's reward, read once the timed run is over (on both sides: a finished Inspect
+    log holds its samples in memory, a finished whileai run streamed its rows to disk)."""
     return [r["reward"] for r in data.rows]
 
 
-def run_shop(n: int, output: str) -> list[dict[str, Any]]:
+def run_shop(n: int, output: str) -> Any:
     """The shop world, multi-turn, with tools and faults, a scripted agent that does the job
     right and a user pleased by any answer, writing its rows."""
     from whileai.testing import PleasedUser
@@ -150,7 +159,7 @@ def run_shop(n: int, output: str) -> list[dict[str, Any]]:
             register("support", lambda argument=None, **_: ScriptedSupportAgent())
             register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))
 
-    data = wai.simulate(
+    return wai.simulate(
         registry=Registry.load(plugins=[ShopDoubles()]),
         agent_model="support:scripted",
         user_model="customer:pleased",
@@ -163,7 +172,6 @@ def run_shop(n: int, output: str) -> list[dict[str, Any]]:
         output=output,
         advanced={"max_concurrency": 256},
     )
-    return list(data.rows)
 
 
 def write_bare(rows: list[dict[str, Any]], path: str) -> int:
@@ -197,7 +205,7 @@ def pass_values(log: Any) -> list[float]:
     return values
 
 
-def run_inspect(n: int, log_dir: str) -> list[float]:
+def run_inspect(n: int, log_dir: str) -> Any:
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
     from inspect_ai.dataset import Sample
@@ -214,10 +222,10 @@ def run_inspect(n: int, log_dir: str) -> list[float]:
         max_connections=256,
         max_samples=256,
     )
-    return pass_values(log)
+    return log
 
 
-def run_inspect_tools(n: int, log_dir: str) -> list[float]:
+def run_inspect_tools(n: int, log_dir: str) -> Any:
     """Inspect AI with a tool: its mockllm asks for ``lookup_order`` until it has the tool's
     answer, then answers; the tool fails one call in five (a ToolError the model sees), as
     the shop's faults do. Writes its log."""
@@ -257,7 +265,7 @@ def run_inspect_tools(n: int, log_dir: str) -> list[float]:
     (log,) = inspect_eval(
         task, model=model, log_dir=log_dir, display="none", max_connections=256, max_samples=256
     )
-    return pass_values(log)
+    return log
 
 
 #: Timed runs per line, the median reported: one 2,000-rollout whileai run lasts under half a
@@ -278,13 +286,14 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     run_whileai(20, f"{scratch}/warm.jsonl")
     ours = median_of("whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"))
     memory = median_of("whileai in memory", lambda t: run_whileai(n))
-    assert len(ours.result) == len(memory.result) == n
-    assert all(r == 1.0 for r in ours.result), "whileai graded a rollout a fail"
+    graded = rewards(ours.result)
+    assert len(graded) == len(rewards(memory.result)) == n
+    assert all(r == 1.0 for r in graded), "whileai graded a rollout a fail"
     written = len(Path(f"{scratch}/rows-0.jsonl").read_text(encoding="utf-8").splitlines())
     assert written == n, f"whileai wrote {written} rows of {n}"
     run_shop(40, f"{scratch}/shop-warm.jsonl")
     shop = median_of("shop", lambda t: run_shop(n, f"{scratch}/shop-{t}.jsonl"))
-    rows = shop.result
+    rows = list(shop.result.rows)
     # (the scripted agent trips over a malformed payload now and then: those rows say so in
     # error, and are rows all the same)
     assert len(rows) == n, f"the shop run wrote {len(rows)} rows of {n}"
@@ -303,12 +312,12 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     patch_tiktoken()
     run_inspect(20, f"{scratch}/warm-logs")
     peer = median_of("inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}"))
-    assert len(peer.result) == n and all(r == 1.0 for r in peer.result), (
-        "Inspect graded a sample a fail"
-    )
+    graded = pass_values(peer.result)
+    assert len(graded) == n and all(r == 1.0 for r in graded), "Inspect graded a sample a fail"
     run_inspect_tools(20, f"{scratch}/tools-warm-logs")
     tools = median_of("inspect tools", lambda t: run_inspect_tools(n, f"{scratch}/tools-{t}"))
-    assert len(tools.result) == n and all(r == 1.0 for r in tools.result), (
+    answered = pass_values(tools.result)
+    assert len(answered) == n and all(r == 1.0 for r in answered), (
         "Inspect's tool-using samples did not all end with the answer"
     )
     return {"single": peer.rate(n), "single_seconds": peer.seconds, "tools": tools.rate(n)}
