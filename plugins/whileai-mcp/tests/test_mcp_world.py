@@ -231,6 +231,39 @@ def test_tasks_replay_a_saved_mcp_run_and_resume_finishes_a_cut_one(tmp_path: Pa
     assert len(resumed.rows()) == 4
 
 
+def servers_at_once(tmp_path: Path, hold_s: float = 0.0, **options: Any) -> int:
+    """The most ticket servers alive at once in a run of 6 episodes, 3 in flight, each
+    server holding its episode ``hold_s`` seconds at the end."""
+    noted = tmp_path / f"servers-{len(list(tmp_path.iterdir()))}"
+    noted.mkdir()
+    env = {"TICKET_SERVER_DIR": str(noted), "TICKET_SERVER_HOLD_S": str(hold_s)}
+    data = run(
+        unique=2,
+        repeats=3,
+        options={"env": env, **options},
+        advanced={"max_concurrency": 3},
+    )
+    assert not any(r.get("error") for r in data.rows), [r.get("error") for r in data.rows]
+    assert all(r["reward"] == 1.0 for r in data.rows)
+    seen = (noted / "seen").read_text().split()
+    assert len(seen) == 6  # a server per episode
+    return max(map(int, seen))
+
+
+def test_max_servers_caps_the_server_processes_alive_at_once(tmp_path: Path) -> None:
+    # without the cap, the episodes in flight each start theirs at once (held a second, so
+    # they overlap however the starts are spread)
+    assert servers_at_once(tmp_path, hold_s=1.0) > 1
+    assert servers_at_once(tmp_path, hold_s=0.3, max_servers=1) == 1
+    with pytest.raises(ValueError, match=r"max_servers must be a whole number >= 1.*got 0"):
+        run(options={"max_servers": 0})
+    with pytest.raises(ValueError, match="max_servers caps the server processes"):
+        run(
+            world="mcp:http://127.0.0.1:9/mcp",
+            options={"reset_tool": "reset_store", "max_servers": 2},
+        )
+
+
 def test_bad_world_options_and_seeds_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="the MCP world needs situations"):
         run(options={"situations": None})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -79,7 +80,9 @@ def ticket_status(ticket_id: str) -> dict[str, Any]:
 
 @server.tool()
 def dump_state() -> dict[str, Any]:
-    """The whole store, for the run's world_state."""
+    """The whole store, for the run's world_state (after TICKET_SERVER_HOLD_S seconds, when
+    set: a test's episodes then outlast the jitter of their servers' starts)."""
+    time.sleep(float(os.environ.get("TICKET_SERVER_HOLD_S") or 0))
     return {"tickets": tickets, "notes": notes}
 
 
@@ -90,7 +93,30 @@ def reset_store() -> dict[str, Any]:
     return {"reset": True}
 
 
+def _count_live_servers(directory: str) -> None:
+    """With TICKET_SERVER_DIR set, note this process there and how many noted servers are
+    alive as it starts, so a test can read how many ran at once."""
+    import atexit
+    from pathlib import Path
+
+    here = Path(directory)
+    mine = here / f"{os.getpid()}.pid"
+    mine.write_text(str(os.getpid()))
+    atexit.register(mine.unlink, missing_ok=True)
+    live = 0
+    for noted in here.glob("*.pid"):
+        try:
+            os.kill(int(noted.stem), 0)
+        except (ProcessLookupError, ValueError):
+            continue
+        live += 1
+    with open(here / "seen", "a", encoding="utf-8") as seen:
+        seen.write(f"{live}\n")
+
+
 if __name__ == "__main__":
+    if os.environ.get("TICKET_SERVER_DIR"):
+        _count_live_servers(os.environ["TICKET_SERVER_DIR"])
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

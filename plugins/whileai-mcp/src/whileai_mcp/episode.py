@@ -33,21 +33,26 @@ class McpServerGone(RuntimeError):
     """The server stopped answering: its process exited or its connection closed."""
 
 
-class OneAtATime:
-    """Lets one episode at a time hold a server every episode shares (a URL target): its
-    reset tool gives each a clean store only if no other episode is writing to it meanwhile."""
+class ServerSlots:
+    """Lets at most ``limit`` episodes at a time hold a server: one for a server every
+    episode shares (a URL target), whose reset tool gives each a clean store only if no
+    other episode is writing to it meanwhile; ``max_servers`` for started processes, so a run
+    with many rollouts in flight does not start as many server processes at once. Counted
+    per event loop (one run's rollouts share one; each process of a distributed run has its
+    own)."""
 
-    def __init__(self) -> None:
-        self._locks: dict[int, asyncio.Lock] = {}
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._slots: dict[int, asyncio.Semaphore] = {}
 
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
-        await self._locks.setdefault(id(loop), asyncio.Lock()).acquire()
+        await self._slots.setdefault(id(loop), asyncio.Semaphore(self.limit)).acquire()
 
     def release(self) -> None:
-        lock = self._locks.get(id(asyncio.get_running_loop()))
-        if lock is not None and lock.locked():
-            lock.release()
+        slots = self._slots.get(id(asyncio.get_running_loop()))
+        if slots is not None:
+            slots.release()
 
 
 @attrs.frozen
@@ -61,7 +66,9 @@ class Settings:
     reset_tool: str | None
     call_timeout_s: float
     #: None when each episode starts its own server; else what shares one between them
-    shared: OneAtATime | None = attrs.field(default=None, eq=False)
+    shared: ServerSlots | None = attrs.field(default=None, eq=False)
+    #: for started servers, what caps how many run at once (None: one per rollout in flight)
+    slots: ServerSlots | None = attrs.field(default=None, eq=False)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -110,8 +117,10 @@ class McpEpisode:
         """Start (or reach) the server and list its tools; ``reset=False`` leaves a shared
         server's store as it is (the world's probe only lists)."""
         target = self.settings.target
-        if self.settings.shared is not None:
-            await self.settings.shared.acquire()
+        gate = self._gate()
+        if gate is not None:
+            # (the wait for a slot is before the server starts: no call timeout runs yet)
+            await gate.acquire()
             self._holds_server = True
         self._stack = AsyncExitStack()
         transport: Any
@@ -179,9 +188,13 @@ class McpEpisode:
             if stack is not None:
                 await stack.aclose()  # stops the server's process, then closes its log
         finally:
-            if self._holds_server and self.settings.shared is not None:
+            gate = self._gate()
+            if self._holds_server and gate is not None:
                 self._holds_server = False
-                self.settings.shared.release()
+                gate.release()
+
+    def _gate(self) -> ServerSlots | None:
+        return self.settings.shared if self.settings.shared is not None else self.settings.slots
 
     # -- the agent's calls --------------------------------------------------------------
     async def call(

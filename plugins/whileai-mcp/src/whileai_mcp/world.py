@@ -23,7 +23,7 @@ import attrs
 
 from whileai.faults import coerce_fault_plan
 from whileai.worlds import FaultPlan, Situation
-from whileai_mcp.episode import McpEpisode, OneAtATime, Settings
+from whileai_mcp.episode import McpEpisode, ServerSlots, Settings
 from whileai_mcp.seeds import Seeds, parse_check
 from whileai_mcp.target import Target, named_target, parse_target
 
@@ -48,7 +48,7 @@ def _probe_tools(settings: Settings) -> list[dict[str, Any]]:
     async def probe() -> None:
         situation = Situation("probe", "probe", goal={"checks": []})
         # a probe only lists, so it needs no turn at a shared server
-        alone = attrs.evolve(settings, shared=None)
+        alone = attrs.evolve(settings, shared=None, slots=None)
         episode = McpEpisode(alone, situation, random.Random(0), FaultPlan(), 0.0)
         try:
             await episode.start(reset=False)
@@ -223,6 +223,7 @@ def make_mcp(
     cwd: str | None = None,
     fault_plan: Any = None,
     default_fault_rate: float = DEFAULT_FAULT_RATE,
+    max_servers: int | None = None,
 ) -> McpWorld:
     """``"mcp:<command>"``, ``"mcp:http://127.0.0.1:<port>/mcp"``, or ``"mcp:<name>"`` with
     ``config=`` an MCP client's config file holding that server; the other options are
@@ -249,6 +250,17 @@ def make_mcp(
         )
     if not 0 <= default_fault_rate <= 1:
         raise ValueError(f"default_fault_rate must lie in [0, 1], got {default_fault_rate!r}")
+    if max_servers is not None:
+        if isinstance(max_servers, bool) or not isinstance(max_servers, int) or max_servers < 1:
+            raise ValueError(
+                f"max_servers must be a whole number >= 1 (None: one server per rollout in "
+                f"flight), got {max_servers!r}"
+            )
+        if not target.starts_a_process:
+            raise ValueError(
+                f"max_servers caps the server processes episodes start; {target.spec!r} is one "
+                "running server every episode shares, one at a time"
+            )
     hidden = set(hidden_tools) | {t for t in (state_tool, reset_tool) if t}
     settings = Settings(
         target=target,
@@ -256,7 +268,8 @@ def make_mcp(
         state_tool=state_tool,
         reset_tool=reset_tool,
         call_timeout_s=float(call_timeout_s),
-        shared=None if target.starts_a_process else OneAtATime(),
+        shared=None if target.starts_a_process else ServerSlots(1),
+        slots=ServerSlots(max_servers) if max_servers is not None else None,
     )
     return McpWorld(
         settings,
