@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -211,6 +212,42 @@ def test_a_judge_callable_grades_instead_of_the_world() -> None:
     regraded = data.grade(judge=lambda prompt, completion: 1.0)
     assert all(r["reward"] == 1.0 for r in regraded.rows)
     assert "privileged" in regraded.trajectories[0]
+
+
+def test_regrading_a_run_skips_failed_rollouts_and_bounds_the_judges_in_flight() -> None:
+    calls = 0
+
+    def shaky(messages: list[dict[str, Any]]) -> str:
+        nonlocal calls
+        calls += 1
+        if calls % 3 == 0:
+            raise RuntimeError("the agent fell over")
+        return "fine"
+
+    data = run(agent_model=shaky, unique=12, repeats=1, max_turns=1)
+    failed = [r for r in data.rows if r.get("error")]
+    assert len(failed) == 4 and all(r["judge_status"] == "skipped" for r in failed)
+    in_flight = most = 0
+
+    async def slow_praise(prompt: str, completion: str) -> float:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return 1.0
+
+    regraded = data.grade(slow_praise, concurrency=3)
+    # a judge that praises everything still gives a crashed rollout no reward
+    for row in regraded.rows:
+        if row.get("error"):
+            assert row["reward"] is None and row["judge_status"] == "skipped"
+            assert row["reason"].startswith("rollout failed: RuntimeError: the agent fell over")
+        else:
+            assert row["reward"] == 1.0
+    assert most == 3  # 8 rows judged, never more than 3 at once
+    with pytest.raises(ValueError, match="concurrency= must be a positive int, got 0"):
+        data.grade(slow_praise, concurrency=0)
 
 
 class RubricPlugin:

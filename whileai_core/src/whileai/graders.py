@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
 from whileai.registry import Registry, UnknownPluginError
+from whileai.schema.records import RowError
 from whileai.scoring import (
     Scorer,
     Verdict,
@@ -28,6 +30,9 @@ from whileai.scoring import (
     grade_row,
     keep_quotes,
 )
+
+#: Rows graded at once unless concurrency= says otherwise: simulate()'s max_concurrency.
+DEFAULT_CONCURRENCY: int = DEFAULT_MAX_CONCURRENCY
 
 #: The model judge of the core's documented defaults: what ``llm_grade=True`` adds as
 #: ``llm_reward`` and what ``wai.grade`` runs when given no judge or only a model spec.
@@ -202,3 +207,50 @@ def resolve_graders(
     if any(g is not None and g.backend is not None for g in (grader, llm_grader)):
         notes.append(f"judge: {judge_model} ({judge_why})")
     return Graders(grader, llm_grader, notes)
+
+
+def check_concurrency(concurrency: Any) -> int:
+    """``concurrency=`` of a grading call: a positive int, or None for the default."""
+    if concurrency is None:
+        return DEFAULT_CONCURRENCY
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency= must be a positive int, got {concurrency!r}")
+    return concurrency
+
+
+async def grade_each(
+    rows: Sequence[Mapping[str, Any]],
+    grader: Grader,
+    concurrency: int,
+    *,
+    meta_override: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Graded copies of ``rows``, in order, at most ``concurrency`` judged at once. A row whose
+    rollout failed (``error``) is not sent to the judge: it says so with ``judge_status:
+    "skipped"`` and no reward, as the engine's rows do (a judge reading a crashed rollout's
+    partial answer would reward it). ``meta_override`` replaces keys of each ``judge_meta``."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(index: int, row: Mapping[str, Any]) -> dict[str, Any]:
+        if row.get("error"):
+            return _not_judged(row, grader)
+        async with gate:
+            try:
+                graded = await grader.grade(row)
+            except RowError as exc:
+                raise RowError(f"row {index}: {exc}") from None
+        if meta_override:
+            graded["judge_meta"] = {**graded["judge_meta"], **meta_override}
+        return graded
+
+    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
+
+
+def _not_judged(row: Mapping[str, Any], grader: Grader) -> dict[str, Any]:
+    out = dict(row)
+    out["reward"] = None
+    out["judge_name"] = grader.name
+    out["judge_status"] = "skipped"
+    out["reason"] = f"rollout failed: {row['error']}"
+    out.pop("judge_meta", None)
+    return out

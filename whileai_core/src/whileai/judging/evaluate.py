@@ -20,10 +20,10 @@ import attrs
 from whileai.backend_use import RunBackend, close_backends
 from whileai.backends import Backend, BackendError, Completion, Sampling, resolve_backend
 from whileai.build_rows import build_rows
+from whileai.graders import check_concurrency
 from whileai.judging.grade import (
     Judge,
     cached_registry,
-    check_concurrency,
     grade_rows,
     resolve_judge,
     scored_from,

@@ -12,27 +12,29 @@ that row with ``judge_status: "error"`` and the reason, never a 0, and the other
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from whileai.backend_use import DEFAULT_MAX_CONCURRENCY, RunBackend, close_backends
+from whileai.backend_use import RunBackend, close_backends
 from whileai.backends import EMBEDDED_SPEC, default_spec
-from whileai.graders import LLM_GRADE_JUDGE, Grader, resolve_grader
+from whileai.graders import (
+    DEFAULT_CONCURRENCY,
+    LLM_GRADE_JUDGE,
+    Grader,
+    check_concurrency,
+    grade_each,
+    resolve_grader,
+)
 from whileai.judging.scored import ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.provenance import self_judged
-from whileai.schema.records import RowError
 from whileai.schema.source import RowSource, row_source
 from whileai.scoring import Scorer, as_scorer
 from whileai.sync import run_sync
-
-#: Rows graded at once unless concurrency= says otherwise: simulate()'s max_concurrency.
-DEFAULT_CONCURRENCY: int = DEFAULT_MAX_CONCURRENCY
 
 
 @attrs.define
@@ -54,14 +56,6 @@ class Judge:
         return await close_backends(
             [RunBackend(self.grader.name, self.grader.backend, ["judge"], opened=True)]
         )
-
-
-def check_concurrency(concurrency: Any) -> int:
-    if concurrency is None:
-        return DEFAULT_CONCURRENCY
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency= must be a positive int, got {concurrency!r}")
-    return concurrency
 
 
 def resolve_judge(judge: Any, registry: Registry) -> Judge:
@@ -134,34 +128,8 @@ def own_judge(judge: Any, version: Any, name: str | None) -> Judge:
 async def grade_rows(
     rows: Sequence[Mapping[str, Any]], judge: Judge, concurrency: int
 ) -> list[dict[str, Any]]:
-    """Graded copies of ``rows``, in order, at most ``concurrency`` judged at once. A row whose
-    rollout failed (``error``) is not sent to the judge: it says so with ``judge_status:
-    "skipped"``, as the engine's rows do."""
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(index: int, row: Mapping[str, Any]) -> dict[str, Any]:
-        if row.get("error"):
-            return _not_judged(row, judge.grader)
-        async with gate:
-            try:
-                graded = await judge.grader.grade(row)
-            except RowError as exc:
-                raise RowError(f"row {index}: {exc}") from None
-        if judge.meta_override:
-            graded["judge_meta"] = {**graded["judge_meta"], **judge.meta_override}
-        return graded
-
-    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
-
-
-def _not_judged(row: Mapping[str, Any], grader: Grader) -> dict[str, Any]:
-    out = dict(row)
-    out["reward"] = None
-    out["judge_name"] = grader.name
-    out["judge_status"] = "skipped"
-    out["reason"] = f"rollout failed: {row['error']}"
-    out.pop("judge_meta", None)
-    return out
+    """Graded copies of ``rows`` by ``judge`` (:func:`whileai.graders.grade_each`)."""
+    return await grade_each(rows, judge.grader, concurrency, meta_override=judge.meta_override)
 
 
 def self_judged_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[int, str | None, str | None]:

@@ -339,19 +339,22 @@ class Simulation:
             "report": _plain_report(self.report()) if len(self.trajectories) else None,
         }
 
-    def grade(self, judge: Any, *, registry: Any = None) -> Simulation:
-        """Graded copies of this run's trajectories (privileged kept in memory)."""
-        import asyncio
-
+    def grade(
+        self, judge: Any, *, concurrency: int | None = None, registry: Any = None
+    ) -> Simulation:
+        """Graded copies of this run's trajectories (privileged kept in memory), at most
+        ``concurrency`` judged at once (default 16, simulate()'s max_concurrency). A rollout
+        that failed (``error``) is not judged: ``judge_status: "skipped"``, no reward."""
         from whileai.backend_use import RunBackend, close_backends
-        from whileai.graders import resolve_grader
+        from whileai.graders import check_concurrency, grade_each, resolve_grader
         from whileai.registry import get_registry
 
+        limit = check_concurrency(concurrency)
         grader = resolve_grader(judge, get_registry(registry or self._registry))
 
         async def grade_all() -> list[dict[str, Any]]:
             try:
-                return list(await asyncio.gather(*(grader.grade(t) for t in self.trajectories)))
+                return await grade_each(self.trajectories, grader, limit)
             finally:
                 if isinstance(judge, str) and grader.backend is not None:
                     # the judge built its backend from a spec for this call: close it here
