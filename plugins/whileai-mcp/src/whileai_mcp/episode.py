@@ -65,9 +65,8 @@ class Settings:
     state_tool: str | None
     reset_tool: str | None
     call_timeout_s: float
-    #: None when each episode starts its own server; else what shares one between them
-    shared: ServerSlots | None = attrs.field(default=None, eq=False)
-    #: for started servers, what caps how many run at once (None: one per rollout in flight)
+    #: how many episodes may hold a server at once: one for a server they share (a URL),
+    #: ``max_servers`` for started ones; None: one server per rollout in flight
     slots: ServerSlots | None = attrs.field(default=None, eq=False)
 
 
@@ -117,10 +116,9 @@ class McpEpisode:
         """Start (or reach) the server and list its tools; ``reset=False`` leaves a shared
         server's store as it is (the world's probe only lists)."""
         target = self.settings.target
-        gate = self._gate()
-        if gate is not None:
+        if self.settings.slots is not None:
             # (the wait for a slot is before the server starts: no call timeout runs yet)
-            await gate.acquire()
+            await self.settings.slots.acquire()
             self._holds_server = True
         self._stack = AsyncExitStack()
         transport: Any
@@ -188,13 +186,9 @@ class McpEpisode:
             if stack is not None:
                 await stack.aclose()  # stops the server's process, then closes its log
         finally:
-            gate = self._gate()
-            if self._holds_server and gate is not None:
+            if self._holds_server and self.settings.slots is not None:
                 self._holds_server = False
-                gate.release()
-
-    def _gate(self) -> ServerSlots | None:
-        return self.settings.shared if self.settings.shared is not None else self.settings.slots
+                self.settings.slots.release()
 
     # -- the agent's calls --------------------------------------------------------------
     async def call(

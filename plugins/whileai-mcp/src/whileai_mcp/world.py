@@ -48,7 +48,7 @@ def _probe_tools(settings: Settings) -> list[dict[str, Any]]:
     async def probe() -> None:
         situation = Situation("probe", "probe", goal={"checks": []})
         # a probe only lists, so it needs no turn at a shared server
-        alone = attrs.evolve(settings, shared=None, slots=None)
+        alone = attrs.evolve(settings, slots=None)
         episode = McpEpisode(alone, situation, random.Random(0), FaultPlan(), 0.0)
         try:
             await episode.start(reset=False)
@@ -262,14 +262,16 @@ def make_mcp(
                 "running server every episode shares, one at a time"
             )
     hidden = set(hidden_tools) | {t for t in (state_tool, reset_tool) if t}
+    # a shared server (a URL) is held by one episode at a time: its reset gives each a clean
+    # store only while no other episode writes to it
+    limit = max_servers if target.starts_a_process else 1
     settings = Settings(
         target=target,
         hidden_tools=frozenset(hidden),
         state_tool=state_tool,
         reset_tool=reset_tool,
         call_timeout_s=float(call_timeout_s),
-        shared=None if target.starts_a_process else ServerSlots(1),
-        slots=ServerSlots(max_servers) if max_servers is not None else None,
+        slots=ServerSlots(limit) if limit is not None else None,
     )
     return McpWorld(
         settings,

@@ -106,18 +106,17 @@ class PairEvidence:
 
     def chance(self, cell: Mapping[str, Any]) -> float:
         """The cell's chance of a failure under the posterior means (0 for a cell of no
-        dimensions)."""
-        if not cell:
-            return 0.0
-        held = math.prod(1 - a / (a + b) for a, b in self._posteriors(cell))
-        return 1 - held
+        dimensions: it holds no pair)."""
+        return 1 - math.prod(1 - a / (a + b) for a, b in self._posteriors(cell))
 
     def draw(self, cell: Mapping[str, Any], rng: random.Random) -> float:
         """The cell's chance of a failure under one draw from each pair's posterior
         (Thompson sampling on the model)."""
-        if not cell:
-            return 0.0
         return 1 - math.prod(1 - rng.betavariate(a, b) for a, b in self._posteriors(cell))
+
+    def likeliest(self, cells: Sequence[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
+        """The cell of ``cells`` with the highest :meth:`chance`, ties broken from ``rng``."""
+        return max(cells, key=lambda c: self.chance(c) + rng.random() * 1e-9)
 
     def failed_pairs(self, cell: Mapping[str, Any]) -> int:
         """How many of the cell's pairs some told situation failed (or behaved unusually) on."""
@@ -220,7 +219,7 @@ class Bandit:
         for _ in range(n):
             untried = [label for label, arm in arms.items() if not arm.tries + pending[label]]
             if untried:
-                label, score, lean = self._pick_untried(untried, rng)
+                label, score, failed_pairs = self._pick_untried(untried, rng)
             else:
                 label, score = self._pick(arms, pending, rng)
             pending[label] += 1
@@ -233,7 +232,7 @@ class Bandit:
             if untried:
                 spec["selection_reason"] = (
                     f"bandit: arm {label}, posterior fail {arm.mean:.2f} (untried; "
-                    f"{lean} of its pairs of values failed elsewhere; {how} {score:.2f})"
+                    f"{failed_pairs} of its pairs of values failed elsewhere; {how} {score:.2f})"
                 )
             else:
                 spec["selection_reason"] = (
@@ -347,11 +346,7 @@ class Novelty:
         for _ in range(n):
             fewest = min(self._proposed[_label(c)] for c in cells)
             choices = [c for c in cells if self._proposed[_label(c)] == fewest]
-            # the random part breaks ties (cells with the same evidence) from the run's rng
-            likeliest: dict[str, Any] = max(
-                choices, key=lambda c: self._evidence.chance(c) + rng.random() * 1e-9
-            )
-            cell = dict(likeliest)
+            cell = dict(self._evidence.likeliest(choices, rng))
             label = _label(cell)
             self._proposed[label] += 1
             unusual = self._evidence.failed_pairs(cell)
@@ -491,11 +486,7 @@ class MapElites:
         """The untried cell the told qualities point to (``PairEvidence``): one sharing
         pairs of values with revealing situations, else one holding pairs not yet tried."""
         cells = [c for c in _cells(self._dims, list(self._dims)) if _label(c) not in self._tried]
-        return dict(self._likeliest(cells, rng)) if cells else None
-
-    def _likeliest(self, cells: Sequence[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
-        # the random part breaks ties (cells with the same evidence) from the run's rng
-        return max(cells, key=lambda c: self._evidence.chance(c) + rng.random() * 1e-9)
+        return dict(self._evidence.likeliest(cells, rng)) if cells else None
 
     def _pick_elite(self, rng: random.Random) -> tuple[str, str]:
         """An elite, by how much it reveals (every one keeps a small chance, so the search
@@ -522,7 +513,7 @@ class MapElites:
         }
         if not options:
             return None
-        best = self._likeliest(list(options.values()), rng)
+        best = self._evidence.likeliest(list(options.values()), rng)
         d, v = next(move for move, option in options.items() if option is best)
         return best, f"{d} {cell[d]}->{v}"
 
