@@ -463,3 +463,14 @@ def test_what_a_stripper_remembers_never_changes_what_it_strips(docs: list[Any])
         assert seasoned.value(doc) == seasoned.value(doc)
     # and what it remembers stays bounded
     assert len(seasoned._fates) <= 2048 and len(seasoned._clean) <= 2048
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="\\ntrfbxhidenpvlgs _-", max_size=40))
+def test_escaped_white_space_is_read_out_of_a_name_as_the_pattern_reads_it(text: str) -> None:
+    # the pattern \\+[ntrfb] removed escaped white space before names were looked for; plain
+    # replaces do it now, and must find a name where the pattern would and nowhere else
+    from whileai.schema.reserved import _without_escaped_separators
+
+    by_pattern = re.sub(r"\\+[ntrfb]", "", text)
+    assert _without_escaped_separators(text) == re.sub(r"\\+", r"\\", by_pattern)

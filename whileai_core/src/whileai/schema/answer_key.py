@@ -265,8 +265,9 @@ def _distinct_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
 def answer_key(row: Mapping[str, Any]) -> AnswerKey:
     """The answer key of ``row``: empty when it holds no privileged block."""
     held = row.get("privileged")
-    if not isinstance(held, Mapping):
-        held = {}
+    if not isinstance(held, Mapping) or not held:
+        # no block, no key (what the situation shows only ever takes values out of one)
+        return _NO_KEY
     try:
         # what the key is made of, as text: a situation's rollouts share it, so it is made
         # once per situation rather than once per row
@@ -278,6 +279,9 @@ def answer_key(row: Mapping[str, Any]) -> AnswerKey:
     except (TypeError, ValueError, RecursionError):
         return _key_of(held, _public_face(row))
     return _cached_key(basis)
+
+
+_NO_KEY = AnswerKey(())
 
 
 @functools.lru_cache(maxsize=1024)

@@ -39,14 +39,14 @@ class PlannedSituation:
     episode_seed: int | None = None
 
 
+#: json.dumps(..., sort_keys=True, default=str), built once (dumps with options builds one a call)
+_CELL = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _scenario_id(
     world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int
 ) -> str:
-    cell = json.dumps(
-        {k: v for k, v in spec.items() if k not in ("arm", "selection_reason")},
-        sort_keys=True,
-        default=str,
-    )
+    cell = _CELL.encode({k: v for k, v in spec.items() if k not in ("arm", "selection_reason")})
     digest = hashlib.sha256(f"{world.name}|{index}|{cell}|{phrasing}|{seed}".encode()).hexdigest()
     return f"{world.name}-{index:03d}-p{phrasing}-{digest[:8]}"
 
