@@ -191,11 +191,21 @@ def test_a_run_whose_strategy_reads_no_vectors_takes_them_only_when_trajectories
     # the even spread neither filters nor learns: nothing read a vector while it played
     assert taken == []
     trajectories = list(streamed.trajectories)
-    # each read takes its row's vector (and keeps none): 15 rows, 15 vectors
-    assert len(taken) == 15
+    # a situation's rollouts are read one after another, and the vector taken for the first
+    # serves the rest (only the last one is kept): 15 rows, 5 vectors
+    assert len(taken) == 5
     for row in trajectories:
         text = behavior.situation_text(row["prompt"], row["scenario_dimensions"])
         assert row["vector"] == real(text)
+    # read backwards, each row still gets its own situation's vector: the last situation's
+    # is the one kept, and the other four are taken again
+    taken.clear()
+    backwards = [streamed.trajectories[i] for i in reversed(range(15))]
+    assert [r["vector"] for r in backwards] == [r["vector"] for r in reversed(trajectories)]
+    assert len(taken) == 4
+    # and a vector a reader changes is its own copy
+    backwards[0]["vector"][0] = 99.0
+    assert streamed.trajectories[14]["vector"] == trajectories[14]["vector"]
     taken.clear()
     # held in memory, the trajectories are handed back with one vector per situation
     memory = run(None, unique=5, repeats=3)

@@ -92,19 +92,26 @@ class SituationVectors(Mapping[str, "array[float]"]):
     a run whose strategy neither compares situations nor learns never reads one, and a
     streamed run's ``data.trajectories`` read theirs one row at a time, so such a run keeps
     only the request and cell it already holds, by reference. A deferred vector is taken
-    again on each read rather than kept, so reading every trajectory does not grow the run.
+    again when read rather than kept, so reading every trajectory does not grow the run; only
+    the last one taken is kept, since a situation's rollouts are read one after another (plan
+    order) and it serves them all.
+
+    The vectors handed out are shared: a reader copies one before changing it.
     """
 
     def __init__(self) -> None:
         self._taken: dict[str, array[float]] = {}
         self._deferred: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._last: tuple[str, array[float]] | None = None
 
     def put(self, scenario_id: str, vector: Sequence[float]) -> None:
         self._deferred.pop(scenario_id, None)
+        self._last = None
         self._taken[scenario_id] = array("d", vector)
 
     def defer(self, scenario_id: str, prompt: str, dimensions: Mapping[str, Any]) -> None:
         self._taken.pop(scenario_id, None)
+        self._last = None
         self._deferred[scenario_id] = (prompt, dimensions)
 
     def __getitem__(self, scenario_id: str) -> array[float]:
@@ -112,7 +119,12 @@ class SituationVectors(Mapping[str, "array[float]"]):
         if taken is not None:
             return taken
         prompt, dimensions = self._deferred[scenario_id]
-        return array("d", situation_vector(situation_text(prompt, dimensions)))
+        last = self._last
+        if last is not None and last[0] == scenario_id:
+            return last[1]
+        vector = array("d", situation_vector(situation_text(prompt, dimensions)))
+        self._last = (scenario_id, vector)
+        return vector
 
     def __contains__(self, scenario_id: object) -> bool:
         return scenario_id in self._taken or scenario_id in self._deferred
