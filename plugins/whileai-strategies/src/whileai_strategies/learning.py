@@ -247,18 +247,17 @@ class Bandit:
         try showed while another arm is unknown); the untried arm to try next is drawn from a
         posterior that borrows what its pairs of values showed in other arms."""
         assert self._arms is not None
+        thompson = self.method == "thompson"
         best, best_score = "", -math.inf
         for label in untried:
             arm = self._arms[label]
-            prior = (arm.prior_fail, arm.prior_pass)
-            if self.method == "thompson":
-                score = self._evidence.draw(arm.cell, rng)
-                if self._weighted or not arm.cell:
-                    score = 1 - (1 - score) * (1 - rng.betavariate(*prior))
-            else:
-                score = self._evidence.chance(arm.cell)
-                if self._weighted or not arm.cell:
-                    score = 1 - (1 - score) * (1 - prior[0] / sum(prior))
+            evidence = self._evidence
+            score = evidence.draw(arm.cell, rng) if thompson else evidence.chance(arm.cell)
+            if self._weighted or not arm.cell:
+                # the arm's own prior (its weight) joins what its pairs showed
+                prior = (arm.prior_fail, arm.prior_pass)
+                own = rng.betavariate(*prior) if thompson else prior[0] / sum(prior)
+                score = 1 - (1 - score) * (1 - own)
             # ties (several untried arms with no evidence) break at random, from the run's rng
             score += rng.random() * 1e-9
             if score > best_score:
