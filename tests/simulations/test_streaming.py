@@ -174,42 +174,6 @@ def test_the_tally_gives_the_measurements_numbers_whatever_order_rows_finish_in(
     assert [shuffled[i] for i in tally.plan_order()] == rows
 
 
-def test_the_tally_counts_distinct_seeds_as_a_set_of_them_would() -> None:
-    from whileai.simulations.tally import RunTally
-
-    base = dict(run(None, unique=1, repeats=1).rows[0])
-    # ints (some twice, one past 64 bits), and values a set folds into them or keeps apart
-    seeds = [7, 7, 2**40, -3, 2**70, 2**70, 1, 1.0, True, 0.5, "7", None, None, 2**63 - 1]
-    tally = RunTally.of([{**base, "seed": seed} for seed in seeds])
-    assert tally.n_seeds() == len(set(seeds)) == 9
-    assert RunTally.of([{**base, "seed": s} for s in (1, 2, 2)]).n_seeds() == 2
-    assert RunTally().n_seeds() == 0
-
-
-def test_the_tally_keeps_a_few_bytes_a_rollout_however_many_seeds_there_are() -> None:
-    import tracemalloc
-
-    from whileai.simulations.tally import RunTally
-
-    base = dict(run(None, unique=1, repeats=1).rows[0])
-    n = 20_000
-    tally = RunTally()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        # one situation played n times: every rollout has a seed of its own, as in a run
-        for i in range(n):
-            tally.add({**base, "seed": 1_000_003 * i + 2**31, "lineage": {"repeat": i}})
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert tally.n == tally.n_seeds() == n
-    # typed columns: 8 bytes of seed, 8 of reward, 12 of plan place, 4 of task, 1 of split,
-    # 9 of failure owner (42, and arrays grow ahead of need); a set of the seeds alone would
-    # hold some 65 bytes a rollout (with it the tally took 176)
-    assert grown / n < 56, f"{grown / n:.1f} bytes a rollout"
-
-
 def test_a_run_whose_strategy_reads_no_vectors_takes_them_only_when_trajectories_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -308,7 +308,7 @@ class Simulation:
         fields.update(
             n_tasks=len(tally.scenario_ids),
             n_traces=tally.n,
-            n_seeds=tally.n_seeds(),
+            n_seeds=len(tally.seeds),
             n_situations=len(tally.situations),
             n_graded=tally.n_graded,
             n_errors=tally.n_errors,

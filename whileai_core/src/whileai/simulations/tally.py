@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from whileai.schema.records import UNJUDGED_STATUS, check_row, situation_key, task_key
 
 _OWNERS = ("agent", "user", "world")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,11 +47,7 @@ class RunTally:
         self.retries = 0
         self.faults: Counter[str] = Counter()
         self.scenario_ids: set[Any] = set()
-        # each row's seed, for the count of distinct seeds: a column where it is an int that
-        # fits 8 bytes (every row the engine writes: a rollout seed is its own, so a set of
-        # them would cost some 65 bytes a rollout), a set for any other value
-        self._int_seeds = array("q")
-        self._other_seeds: set[Any] = set()
+        self.seeds: set[Any] = set()
         self.situations: set[Any] = set()
         #: the first model_version in plan order, with its place
         self._version: tuple[tuple[int, int, int], Any] | None = None
@@ -98,11 +93,7 @@ class RunTally:
         for fault in row.get("faults") or []:
             self.faults[str(fault.get("kind"))] += 1
         self.scenario_ids.add(row.get("scenario_id"))
-        seed = row.get("seed")
-        if type(seed) is int and _INT64_MIN <= seed <= _INT64_MAX:
-            self._int_seeds.append(seed)
-        else:
-            self._other_seeds.add(seed)
+        self.seeds.add(row.get("seed"))
         lineage = row.get("lineage")
         self.situations.add(lineage.get("situation") if isinstance(lineage, Mapping) else None)
         place = plan_place(row)
@@ -149,16 +140,6 @@ class RunTally:
             )
         ).astype(np.int64, copy=False)
         return self._order
-
-    def n_seeds(self) -> int:
-        """How many distinct seeds the rows hold (as a set of the seeds would count them)."""
-        import numpy as np  # here: importing the engine must not import numpy
-
-        ints = np.unique(np.frombuffer(self._int_seeds, dtype=np.int64))
-        if not self._other_seeds:
-            return len(ints)
-        # a set says 1, 1.0 and True are one seed: count the two kinds together as it would
-        return len(self._other_seeds | set(ints.tolist()))
 
     @property
     def model_version(self) -> Any:
