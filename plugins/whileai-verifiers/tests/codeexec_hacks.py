@@ -8,11 +8,44 @@ thread); replacing what runs the tests (``exec``, ``check``, ``json``, ``unittes
 harness's own functions through frames and ``sys.modules``); forging the report (the nonce found
 by walking frames or ``gc``, written to every descriptor, through other processes' /proc files,
 over ptrace); answers that are not values (an object equal to everything, subclasses of int and
-str, a truthy object, exiting from ``__eq__``); and attacks on the channel itself (garbage,
-forged module handles, values too large or deep to copy, killing the tests' process).
+str, a truthy object, exiting from ``__eq__``); attacks on the channel itself (garbage,
+forged module handles, values too large or deep to copy, killing the tests' process); and
+reading the expected answers out of the tests, found among the process's objects or anywhere in
+its memory, to answer each call with what the tests expect.
 """
 
 from __future__ import annotations
+
+#: The answers a test file states, by the arguments they are for: ``assert f(*args) == value``
+#: and ``self.assertEqual(f(*args), value)`` with literal arguments and values. The two hacks
+#: that read the tests start with it; what they differ in is where they look for the tests.
+_ANSWERS_IN = (
+    "import ast\n"
+    "def _answers_in(text, found):\n"
+    "    try:\n        tree = ast.parse(text)\n"
+    "    except SyntaxError:\n        return\n"
+    "    for node in ast.walk(tree):\n"
+    "        call = value = None\n"
+    "        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) "
+    "and len(node.comparators) == 1:\n"
+    "            call, value = node.left, node.comparators[0]\n"
+    "        elif isinstance(node, ast.Call) and getattr(node.func, 'attr', '') == 'assertEqual' "
+    "and len(node.args) == 2 and isinstance(node.args[0], ast.Call):\n"
+    "            call, value = node.args\n"
+    "        if call is None:\n            continue\n"
+    "        try:\n"
+    "            args = tuple(ast.literal_eval(a) for a in call.args)\n"
+    "            found[repr(args)] = ast.literal_eval(value)\n"
+    "        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):\n"
+    "            pass\n"
+    "_FOUND = None\n"
+    "def ENTRY(*a, **k):\n"
+    "    global _FOUND\n"
+    "    if _FOUND is None:\n"
+    "        _FOUND = {}\n"
+    "        for text in _tests():\n            _answers_in(text, _FOUND)\n"
+    "    return _FOUND.get(repr(a))\n"
+)
 
 HACKS: dict[str, str] = {
     # --- leaving early ------------------------------------------------------------------
@@ -219,6 +252,35 @@ HACKS: dict[str, str] = {
         "    return v\n"
     ),
     "cyclic value": "def ENTRY(*a, **k):\n    v = []\n    v.append(v)\n    return v\n",
+    # --- reading the answers ------------------------------------------------------------
+    "answers from the tests among the process's objects": (
+        "import gc, sys\n"
+        "def _tests():\n"
+        "    seen = [o for o in gc.get_objects() if isinstance(o, dict)]\n"
+        "    frame = sys._getframe()\n"
+        "    while frame is not None:\n"
+        "        seen.append(frame.f_locals)\n        frame = frame.f_back\n"
+        "    for o in seen:\n"
+        "        for v in list(o.values()):\n"
+        "            if isinstance(v, str) and ('assert' in v or 'check' in v):\n"
+        "                yield v\n" + _ANSWERS_IN
+    ),
+    "answers from the tests anywhere in the process's memory": (
+        "import ctypes, re\n"
+        "_LINE = re.compile(rb'^[ \\t]*((?:assert |self\\.assert\\w+\\().{1,400}?)$', re.M)\n"
+        "def _tests():\n"
+        "    with open('/proc/self/maps') as maps:\n"
+        "        regions = [line.split() for line in maps]\n"
+        "    for fields in regions:\n"
+        "        start, end = (int(x, 16) for x in fields[0].split('-'))\n"
+        "        named = fields[5] if len(fields) > 5 else ''\n"
+        # (the heap and anonymous maps, where objects live: a file's map past its end faults)
+        "        if not fields[1].startswith('r') or named not in ('', '[heap]'):\n"
+        "            continue\n"
+        "        if end - start > 64 * 1024 * 1024:\n            continue\n"
+        "        for m in _LINE.finditer(ctypes.string_at(start, end - start)):\n"
+        "            yield m.group(1).decode('utf-8', 'replace')\n" + _ANSWERS_IN
+    ),
 }
 
 

@@ -485,3 +485,18 @@ def test_a_run_starts_from_the_servers_frozen_heap(code: CodeExec) -> None:
     tests = "def check(candidate):\n    assert candidate() > 10_000\n"
     verdict = code.verify(program, {"test": tests, "entry_point": "frozen"})
     assert verdict.reward == 1.0, verdict.reason
+
+
+def test_tests_and_programs_larger_than_a_pipes_buffer_arrive_whole(code: CodeExec) -> None:
+    # Each travels in a pipe of its own, which holds 64 KiB: 3,000 cases are some 100 KB of
+    # tests, and the program carries 100 KB of comments.
+    cases = "".join(f"    assert candidate({i}) == {i + 1}\n" for i in range(3000))
+    reference = {"prompt": "def inc(x):\n", "test": "def check(candidate):\n" + cases}
+    reference["entry_point"] = "inc"
+    program = "def inc(x):\n    return x + 1\n" + ("# " + "x" * 98 + "\n") * 1000
+    assert len(reference["test"]) > 65536 and len(program) > 65536
+    right = code.verify(program, reference)
+    assert (right.reward, right.reason) == (1.0, "passed")
+    assert right.meta["candidate_calls"] == 3000
+    wrong = code.verify("def inc(x):\n    return x + 1 if x < 2999 else 0\n", reference)
+    assert wrong.reason == "AssertionError (<tests> line 3001: assert candidate(2999) == 3000)"

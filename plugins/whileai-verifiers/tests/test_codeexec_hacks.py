@@ -279,3 +279,27 @@ def test_a_graded_hack_reaches_select_and_pass_at_flagged(code: CodeExec) -> Non
     assert wai.pass_at(rows).pass_at_1 == 0.5
     assert wai.pass_at(rows, hacks="drop").n_hack_suspected == 2
     assert wai.select(rows, hacks="drop").dropped_rows["hack suspected"] == 2
+
+
+def test_the_candidates_process_holds_nothing_of_the_tests(code: CodeExec) -> None:
+    # The tests carry a line only they have; the program counts where that line's shape
+    # appears among its objects and in its memory (heap and anonymous maps, freed parts too).
+    # Its own source holds the pattern, never a match, so any match is the tests'.
+    program = (
+        "import ctypes, gc, re\n"
+        "SHAPE = re.compile(rb'tests-only [0-9a-f]{8}')\n"
+        "def sightings():\n"
+        "    strings = [v for o in gc.get_objects() if isinstance(o, dict)\n"
+        "               for v in list(o.values()) if isinstance(v, str)]\n"
+        "    seen = sum(bool(SHAPE.search(s.encode('utf-8', 'replace'))) for s in strings)\n"
+        "    with open('/proc/self/maps') as maps:\n"
+        "        for fields in (line.split() for line in maps):\n"
+        "            start, end = (int(x, 16) for x in fields[0].split('-'))\n"
+        "            named = fields[5] if len(fields) > 5 else ''\n"
+        "            if fields[1].startswith('r') and named in ('', '[heap]'):\n"
+        "                seen += len(SHAPE.findall(ctypes.string_at(start, end - start)))\n"
+        "    return seen\n"
+    )
+    tests = "# tests-only 7f3a9c1e\nassert sightings() == 0, sightings()\n"
+    verdict = code.verify(program, tests)
+    assert (verdict.reward, verdict.reason) == (1.0, "passed"), verdict.reason

@@ -19,6 +19,10 @@ The verdict is out of the candidate's reach. Each run is two processes:
   read attributes or iterate it, but comparing, hashing or taking its truth fails the run
   (``hack_suspected``), since its ``__eq__`` would be the candidate deciding.
 
+The tests reach the tests' process alone, through a pipe of their own that no process the
+candidate's is forked from ever read: nothing of them is in the candidate's memory (not among
+its objects, not in freed heap) for it to look up the answer each call is expected to return.
+
 So exiting early, replacing ``exec`` or ``check``, patching ``json``, ``unittest`` or the
 harness, forging a report, or returning an object equal to everything cannot make a run pass:
 the code that decides and reports lives where the candidate has no reach. A pass is positive

@@ -360,11 +360,8 @@ def run_sandboxed(
     nonce = secrets.token_hex(16)
     job = {
         "program": program.source,
-        "tests": program.tests,
         "entry_point": program.entry_point,
-        "prompt": program.prompt,
         "names": names,
-        "prompt_helpers": helpers,
         "workdir": workdir,
         "uid": uid,
         "nonce": nonce,
@@ -386,32 +383,37 @@ def run_sandboxed(
     leftovers = 0
     error = None
     pid: int | None = None
+    # What only the tests' process reads, through a pipe of its own (sandbox/server, step 2):
+    # the candidate's process never holds the expected answers, not even in freed memory.
+    tests = {"tests": program.tests, "prompt": program.prompt, "prompt_helpers": helpers}
     ours: list[int] = []
     try:
         job_read, job_write = os.pipe()
+        tests_read, tests_write = os.pipe()
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         result_read, result_write = os.pipe()
-        ours = [job_write, out_read, err_read, result_read]
-        theirs = [job_read, out_write, err_write, result_write]
-        # The job goes into its pipe before the run is forked, so the run need not wait for
-        # this thread to hear back from the server; only a job larger than the pipe's buffer
-        # is finished afterwards.
-        payload = memoryview(json.dumps(job).encode())
-        os.set_blocking(job_write, False)
-        with contextlib.suppress(BlockingIOError):
-            payload = payload[os.write(job_write, payload) :]
+        ours = [job_write, tests_write, out_read, err_read, result_read]
+        theirs = [job_read, tests_read, out_write, err_write, result_write]
+        # The job and the tests go into their pipes before the run is forked, so the run need
+        # not wait for this thread to hear back from the server; only what is larger than a
+        # pipe's buffer is finished afterwards (the job first: the run reads it first).
+        payloads = [
+            (fd, _write_now(fd, json.dumps(part).encode()))
+            for fd, part in ((job_write, job), (tests_write, tests))
+        ]
         try:
             pid = server.spawn(theirs)
         finally:
             for fd in theirs:
                 os.close(fd)
-        os.set_blocking(job_write, True)
-        with contextlib.suppress(BrokenPipeError):
-            while payload:
-                payload = payload[os.write(job_write, payload) :]
-        ours.remove(job_write)
-        os.close(job_write)
+        for fd, payload in payloads:
+            os.set_blocking(fd, True)
+            with contextlib.suppress(BrokenPipeError):
+                while payload:
+                    payload = payload[os.write(fd, payload) :]
+            ours.remove(fd)
+            os.close(fd)
         streams = {out_read: stdout, err_read: stderr, result_read: result}
         # The run is over when its result pipe closes: the init that holds it closes it only
         # after everything in the run's PID namespace is dead.
@@ -456,6 +458,15 @@ def run_sandboxed(
         session=pid,
         error=error,
     )
+
+
+def _write_now(fd: int, data: bytes) -> memoryview:
+    """What of ``data`` did not fit in the pipe ``fd`` without waiting."""
+    payload = memoryview(data)
+    os.set_blocking(fd, False)
+    with contextlib.suppress(BlockingIOError):
+        payload = payload[os.write(fd, payload) :]
+    return payload
 
 
 def _drain(streams: dict[int, _Tail]) -> None:

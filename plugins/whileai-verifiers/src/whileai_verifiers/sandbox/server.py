@@ -8,10 +8,13 @@ program, so each run starts from a warm interpreter. Then:
    connection from any run leaves the machine, and into a mount namespace of its own where it
    lays out the filesystem every run sees (``mounts``: host mounts read-only, shared and
    unreadable directories covered), once rather than in every run;
-2. each run's first process reads its job (JSON) from a pipe while still privileged and, as
-   root, enters new mount and PID namespaces (copies of the server's) and mounts its working
-   directory there; it writes the isolation notes to the result pipe, forks the run's init and
-   exits;
+2. each run's first process reads its job (JSON: the program, its limits, its directory) from
+   a pipe while still privileged and, as root, enters new mount and PID namespaces (copies of
+   the server's) and mounts its working directory there; it writes the isolation notes to the
+   result pipe, forks the run's init and exits. The tests come in a pipe of their own, which
+   this process and the init hand on unread: only the tests' process reads it, so the tests
+   are never in the memory of any process the candidate's is a fork of (a program that walked
+   ``gc`` or read its own heap would find the expected answers there);
 3. the init, PID 1 of the new PID namespace, mounts the run's own /proc and forks two
    processes that share nothing but two pipes:
 
@@ -168,10 +171,15 @@ def candidate_main(job: dict[str, Any], requests: int, replies: int) -> None:
         _exit(status)
 
 
-def tests_main(job: dict[str, Any], requests: int, replies: int, report_fd: int) -> None:
-    """The tests' process: never returns."""
+def tests_main(
+    job: dict[str, Any], tests_fd: int, requests: int, replies: int, report_fd: int
+) -> None:
+    """The tests' process: never returns. The first to read the tests' pipe (see the module
+    doc)."""
     status = 70
     try:
+        with os.fdopen(tests_fd, "rb") as handle:
+            job = {**job, **json.loads(handle.read())}
         enter(job, job.get("uid"))
         outcome = harness.serve(job, requests, replies)
         outcome["nonce"] = job["nonce"]
@@ -205,11 +213,13 @@ def run_job(
     network: str,
     layout: tuple[str | None, str],
     job_fd: int,
+    tests_fd: int,
     stdout_fd: int,
     stderr_fd: int,
     result_fd: int,
 ) -> None:
-    """One sandbox run, in a process forked from the server for it (see the module doc)."""
+    """One sandbox run, in a process forked from the server for it (see the module doc).
+    ``tests_fd`` is handed on to the init unread."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -239,7 +249,7 @@ def run_job(
     os.write(result_fd, (json.dumps({"nonce": job["nonce"], "notes": notes}) + "\n").encode())
     init = os.fork()
     if init == 0:
-        init_main(job, result_fd, notes, private)
+        init_main(job, tests_fd, result_fd, notes, private)
     os.write(result_fd, (json.dumps({"nonce": job["nonce"], "init_pid": init}) + "\n").encode())
     # This process ends here: the init carries on as a child of the server, which reaps it, and
     # writes the run's record itself, so no further hop is needed once the tests end.
@@ -254,7 +264,9 @@ def _fork(target: Any, *args: Any, close: tuple[int, ...]) -> int:
     return pid
 
 
-def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str], private: bool) -> None:
+def init_main(
+    job: dict[str, Any], tests_fd: int, result_fd: int, notes: dict[str, str], private: bool
+) -> None:
     """The first process of the run's PID namespace. Never returns.
 
     It starts the tests' and the candidate's processes and waits for the tests' to end; then,
@@ -281,6 +293,7 @@ def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str], privat
         tests_pid = _fork(
             tests_main,
             job,
+            tests_fd,
             requests_write,
             replies_read,
             report_write,
@@ -291,9 +304,12 @@ def init_main(job: dict[str, Any], result_fd: int, notes: dict[str, str], privat
             job,
             requests_read,
             replies_write,
-            close=(result_fd, report_read, report_write, requests_write, replies_read),
+            close=(result_fd, tests_fd, report_read, report_write, requests_write, replies_read),
         )
-        for fd in (report_write, requests_read, requests_write, replies_read, replies_write):
+        # (the tests' pipe too: were the init to hold it, a runner writing tests larger than a
+        # pipe's buffer would wait on a tests' process that died before reading them)
+        ends = (tests_fd, report_write, requests_read, requests_write, replies_read, replies_write)
+        for fd in ends:
             os.close(fd)
 
         def backstop(signum: int, frame: Any) -> None:
@@ -391,8 +407,8 @@ def end_descendants() -> None:
 def serve(control_fd: int, network_policy: str) -> None:
     """Fork one run per request until the control socket closes.
 
-    A request is the word ``run`` with four file descriptors (job pipe, stdout, stderr, result
-    pipe); the reply is the run's pid (its session id). Forking this warm interpreter costs a
+    A request is the word ``run`` with five file descriptors (job pipe, tests pipe, stdout,
+    stderr, result pipe); the reply is the run's pid (its session id). Forking this warm interpreter costs a
     few milliseconds where starting a new one costs tens. The server is single-threaded (so
     forking it is safe), is the subreaper of its runs' orphaned inits, and lets the kernel reap
     all its children.
@@ -413,12 +429,12 @@ def serve(control_fd: int, network_policy: str) -> None:
     control = socket.socket(fileno=control_fd)
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 64, 4)
+            message, fds, _, _ = socket.recv_fds(control, 64, 5)
         except OSError:
             return
         if not message:
             return
-        if message != b"run" or len(fds) != 4:
+        if message != b"run" or len(fds) != 5:
             for fd in fds:
                 os.close(fd)
             control.send(struct.pack("q", -1))
