@@ -194,6 +194,30 @@ def test_math_verify_non_equivalences(
     assert verdict.reason is not None and verdict.reason.endswith(": not equal")
 
 
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "\\boxed{18, 19}",
+        "\\boxed{18 or 19}",
+        "\\boxed{18 and 19}",
+        "\\boxed{18; 19}",
+        "\\boxed{x = 18, x = 19}",
+    ],
+)
+def test_a_box_holding_two_numbers_is_credited_for_neither(
+    math_equal: MathEqual, completion: str
+) -> None:
+    # math-verify reads a box whole ({18, 19}, a hedge): the fast path once credited its first
+    # number, so a policy unsure of the answer could box both and be paid when the first was it
+    for reference in ("18", "19"):
+        verdict = math_equal.verify(completion, reference)
+        assert (verdict.reward, verdict.status) == (0.0, "ok"), (reference, verdict)
+        assert verdict.meta["path"] == "math-verify"
+    # as the set it is, it is graded as math-verify grades it
+    slow = MathEqual(timeout=None, fast_path=False).verify(completion, "\\{18, 19\\}")
+    assert math_equal.verify(completion, "\\{18, 19\\}").reward == slow.reward
+
+
 def test_reason_shows_what_each_side_parsed_to(math_equal: MathEqual) -> None:
     assert math_equal.verify("0.8", "\\frac{3}{4}").reason == "parsed 0.8 vs 3/4: not equal"
 
@@ -363,6 +387,9 @@ ANSWER_FORMS = [
     "Answer: {a}",
     "**{a}**",
     "I first thought {b}, but it is {a}.",
+    "\\boxed{{{a}, {b}}}",
+    "\\boxed{{{a} or {b}}}",
+    "\\boxed{{{b}; {a}}}",
 ]
 
 

@@ -145,17 +145,21 @@ def plain_answer(text: str) -> Decimal | None:
     the last "answer is" / "answer:"; else the last number of the text. Markdown bold is read
     through. None (ask math-verify) when that number is a percentage or sits in a fraction,
     power, LaTeX group or digit group, or when the region holds LaTeX commands. ``1.5e3`` is
-    1500 (math-verify reads it as 1.5).
+    1500 (math-verify reads it as 1.5). None too when the box holds more than one number
+    (``\\boxed{18, 19}``, ``\\boxed{18 or 19}``): math-verify reads a box whole, so that is a
+    set, a tuple or a hedge, never its first number. (After ``####`` the first number is the
+    answer, as GSM8K's own grader reads it, whatever follows.)
     """
     if "**" in text:
         text = _BOLD.sub(r"\1", text)
+    boxed_region = False
     if "####" in text:
         region, first = text.rsplit("####", 1)[1], True
     elif "\\boxed" in text:
         boxed = _BOXED.findall(text)
         if not boxed or text.count("\\boxed") != len(boxed):
             return None
-        region, first = boxed[-1], True
+        region, first, boxed_region = boxed[-1], True, True
     else:
         anchors = list(_ANSWER_ANCHOR.finditer(text))
         if anchors:
@@ -165,7 +169,7 @@ def plain_answer(text: str) -> Decimal | None:
     if "\\" in region.replace("\\$", ""):
         return None
     tokens = find_numbers(region)
-    if not tokens:
+    if not tokens or (boxed_region and len(tokens) > 1):
         return None
     token = tokens[0] if first else tokens[-1]
     if token.percent or _leading_zero(token) or not _isolated(region, token):
