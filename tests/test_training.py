@@ -97,6 +97,11 @@ def test_bad_input_is_named() -> None:
         wai.export(rows, shape="ppo")
     with pytest.raises(ValueError, match="give path="):
         wai.export(rows, "parquet")
+    # the file name where the format goes: the error says where it belongs
+    with pytest.raises(ValueError, match=r"got 'train.jsonl' \(a file name\? pass it as path="):
+        wai.export(rows, "train.jsonl")
+    with pytest.raises(ValueError, match=r"got 'csv'$"):
+        wai.export(rows, "csv")
     with pytest.raises(ValueError, match="row 0: a row to export needs a 'prompt'"):
         wai.export([{"final_text": "x"}])
     reward = wai.reward_function(Exact(), rows)

@@ -275,3 +275,23 @@ def test_import_turns_another_tools_log_into_a_rows_file_report_reads(
     odd.write_text('{"foo": 1}\n')
     code, _, err = cli(capsys, "import", str(odd), "--output", str(out))
     assert code == 2 and "not a file wai.load reads" in err
+
+
+def test_a_rows_file_cut_by_a_kill_is_named_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config(tmp_path, "killed")
+    assert cli(capsys, "run", str(path))[0] == 0
+    rows = tmp_path / "killed.jsonl"
+    whole = rows.read_bytes()
+    # the run killed while it wrote its last row: half of that line, no newline after it
+    last = whole.rstrip(b"\n").rsplit(b"\n", 1)[1]
+    rows.write_bytes(whole[: len(whole) - len(last) // 2 - 1])
+    code, _, err = cli(capsys, "report", str(rows))
+    assert code != 0
+    assert "killed.jsonl, line 12: not valid JSON" in err
+    assert "no newline ends it" in err and "whileai run --resume" in err
+    code, out, _ = cli(capsys, "run", str(path), "--resume", "--json")
+    assert code == 0 and json.loads(out)["rows"] == 12
+    assert rows.read_bytes().count(b"\n") == 12
+    assert cli(capsys, "report", str(rows))[0] == 0

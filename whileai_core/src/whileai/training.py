@@ -100,7 +100,12 @@ def export(
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
     if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+        # export(rows, "train.jsonl") reads as "write them there": say where the file name goes
+        looks_like_a_path = isinstance(format, str | Path) and (
+            Path(format).suffix.lstrip(".") in FORMATS or len(Path(format).parts) > 1
+        )
+        hint = f" (a file name? pass it as path={str(format)!r})" if looks_like_a_path else ""
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}{hint}")
     records = _records(_rows_of(rows), shape, conversational)
     if format == "jsonl":
         if path is not None:

@@ -157,7 +157,14 @@ def read_jsonl(
             try:
                 value = json.loads(raw)
             except ValueError as exc:
-                raise RowError(f"{target}, line {number}: not valid JSON ({exc})") from None
+                cut = (
+                    "; it is the last line and no newline ends it, as when a run is killed while "
+                    "writing a row: resume the run (resume=True, or whileai run --resume) to write "
+                    "that rollout again"
+                    if number == len(lines)
+                    else ""
+                )
+                raise RowError(f"{target}, line {number}: not valid JSON ({exc}){cut}") from None
             if not isinstance(value, dict):
                 raise RowError(
                     f"{target}, line {number}: a {type(value).__name__}, not a row (a JSON object)"
