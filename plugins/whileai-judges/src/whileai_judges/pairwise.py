@@ -32,14 +32,16 @@ from whileai.registry import Registry
 from whileai_judges.rubric import (
     DEFAULT_RUBRIC,
     MAX_TRANSCRIPT_CHARS,
+    TURNS,
     check_options,
     choose_rubric,
+    cut_middle,
     model_name,
     render_transcript,
 )
 
 TEMPLATE = """You are comparing two conversations in which an AI assistant answered the same \
-request.
+request. {turns}
 
 Rubric:
 {rubric}
@@ -73,7 +75,7 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 def prompt_sha(rubric: str) -> str:
     """SHA-256 of what defines the pairwise prompt: template, instruction and rubric."""
-    material = "\n".join((TEMPLATE, INSTRUCTION, rubric))
+    material = "\n".join((TEMPLATE, TURNS, INSTRUCTION, rubric))
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -130,11 +132,7 @@ def _context(row: Mapping[str, Any]) -> str:
 
 def _clip_transcript(text: str) -> str:
     # two transcripts share one prompt, so each gets half of what the rubric judge shows
-    limit = MAX_TRANSCRIPT_CHARS // 2
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+    return cut_middle(text, MAX_TRANSCRIPT_CHARS // 2)
 
 
 @attrs.define
@@ -179,6 +177,7 @@ class PairwiseJudge:
             context=_context(row_a),
             transcript_a=_clip_transcript(render_transcript(row_a)),
             transcript_b=_clip_transcript(render_transcript(row_b)),
+            turns=TURNS,
             instruction=INSTRUCTION,
         )
         return [{"role": "user", "content": content}]
