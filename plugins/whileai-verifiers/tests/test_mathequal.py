@@ -218,6 +218,37 @@ def test_a_box_holding_two_numbers_is_credited_for_neither(
     assert math_equal.verify(completion, "\\{18, 19\\}").reward == slow.reward
 
 
+def test_integers_longer_than_decimals_default_precision_on_the_fast_path(
+    math_equal: MathEqual,
+) -> None:
+    written = str(2**100)  # 31 digits
+    slow = MathEqual(timeout=None, fast_path=False)
+    for completion, reward in ((f"The answer is {written}.", 1.0), (f"#### {2**100 + 1}", 0.0)):
+        verdict = math_equal.verify(completion, 2**100)
+        assert (verdict.reward, verdict.meta["path"]) == (reward, "fast"), verdict
+        assert slow.verify(completion, 2**100).reward == reward
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "The answer is 1e999999.",  # past Decimal's default exponent range
+        "#### 1e99999999999",
+        "\\boxed{1e99999999999999999}",  # an exponent of 17 digits: math-verify decides
+        "The answer is 1e" + "9" * 5000,  # past int()'s digit limit
+        "#### 1" + "0" * 5000,
+        "\\boxed{\\frac{1}{1" + "0" * 5000 + "}}",
+    ],
+)
+def test_huge_numbers_in_an_answer_score_zero_never_an_error(
+    math_equal: MathEqual, completion: str
+) -> None:
+    # an error would leave the row unjudged: a policy unsure of the answer could write one to
+    # keep a failure out of its training groups
+    verdict = math_equal.verify(completion, "5")
+    assert (verdict.reward, verdict.status) == (0.0, "ok"), verdict
+
+
 def test_reason_shows_what_each_side_parsed_to(math_equal: MathEqual) -> None:
     assert math_equal.verify("0.8", "\\frac{3}{4}").reason == "parsed 0.8 vs 3/4: not equal"
 

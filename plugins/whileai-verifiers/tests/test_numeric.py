@@ -104,6 +104,63 @@ def test_a_reference_that_is_not_a_number_is_an_error(reference: object) -> None
     assert verdict.reward is None
 
 
+TWO_TO_THE_100 = 2**100  # 31 digits: more than Decimal's default 28-digit precision
+
+
+def test_answers_longer_than_decimals_default_precision_are_read_exactly() -> None:
+    exact = Numeric(rel_tol=0.0)
+    written = str(TWO_TO_THE_100)
+    for completion in (written, f"The answer is {written}.", f"#### {written}"):
+        verdict = exact.verify(completion, TWO_TO_THE_100)
+        assert (verdict.reward, verdict.reason) == (1.0, f"{written} == {written}")
+    one_more = str(TWO_TO_THE_100 + 1)
+    assert exact.verify(one_more, written).reward == 0.0
+    assert exact.verify(f"{one_more[0]}.{one_more[1:]}e30", written).reward == 0.0
+    # the default six significant digits still call them equal
+    assert Numeric().verify(one_more, written).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "1e99999999999999999",  # an exponent of 17 digits: out of range
+        "1 \\times 10^{-99999999999999999}",
+        "1e" + "9" * 5000,  # past int()'s digit limit
+        "So it is \\boxed{1e99999999999999999}",
+    ],
+)
+def test_a_number_out_of_range_scores_zero_never_an_error(completion: str) -> None:
+    # an error would leave the row unjudged: a policy unsure of the answer could write one to
+    # keep a failure out of its training groups
+    for reference in ("5", "0", 1e300):
+        verdict = Numeric(abs_tol=1.0).verify(completion, reference)
+        assert (verdict.reward, verdict.status) == (0.0, "ok"), verdict
+        assert "out of range" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference", "reward", "reason"),
+    [
+        ("1e999999", "1e999999", 1.0, "1e+999999 == 1e+999999"),
+        ("9e999999999999999", "-9e999999999999999", 0.0, "9e999999999999999 != -9e999999999999999"),
+        ("1e-999999", "0", 0.0, "1e-999999 != 0"),
+        ("1e99999%", "1e99997", 1.0, "1e+99997 == 1e+99997"),
+        ("1" + "0" * 5000, "1e5000", 1.0, "1e+5000 == 1e+5000"),
+    ],
+)
+def test_huge_and_tiny_numbers_compare_without_overflow(
+    completion: str, reference: str, reward: float, reason: str
+) -> None:
+    verdict = Numeric().verify(completion, reference)
+    assert (verdict.reward, verdict.status, verdict.reason) == (reward, "ok", reason)
+
+
+def test_a_reference_out_of_range_is_an_error() -> None:
+    verdict = Numeric().verify("5", "1e99999999999999999")
+    assert verdict.status == "error"
+    assert "out of range" in verdict.reason
+
+
 @pytest.mark.parametrize(
     "options",
     [{"rel_tol": -1.0}, {"abs_tol": -0.1}, {"percent": "maybe"}, {"rel_tol": True}],

@@ -7,7 +7,7 @@ Shared by Numeric (tolerant comparison of the last number in a text) and MathEqu
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
 
 import attrs
 
@@ -31,13 +31,22 @@ _NUMBER = re.compile(
     re.VERBOSE,
 )
 _WHOLE_PADDING = re.compile(r"^\s*(?:####\s*)?|[\s.]*$")
+# An exponent of more digits than this makes a number no answer means (``1e99999999999999999``):
+# it is out of range, and reading it would overflow the arithmetic or int()'s digit limit.
+MAX_EXPONENT_DIGITS = 15
+# Comparisons of numbers a text writes: no exponent within range overflows or underflows it, and
+# a difference keeps 50 significant digits (the operands themselves are exact).
+ARITHMETIC = Context(prec=50, Emax=MAX_EMAX, Emin=MIN_EMIN)
+# Past this many zeros between a number's digits and its point, ``shown`` writes it 1e+40.
+_SHOWN_ZEROS = 40
 
 
 @attrs.frozen
 class NumberToken:
     """One number found in a text, with where it was."""
 
-    value: Decimal
+    # None when the exponent puts the number out of range (MAX_EXPONENT_DIGITS).
+    value: Decimal | None
     text: str
     start: int
     end: int
@@ -53,12 +62,16 @@ def _token(match: re.Match[str]) -> NumberToken | None:
     except InvalidOperation:  # pragma: no cover - the pattern only lets digits through
         return None
     exp = match["exp"] or match["exp10"]
+    in_range = True
     if exp is not None:
-        value = value.scaleb(int(exp.replace("−", "-")))
+        exp = exp.replace("−", "-")
+        in_range = len(exp.lstrip("+-")) <= MAX_EXPONENT_DIGITS
+        if in_range:
+            value = shifted(value, int(exp))
     if negative:
-        value = -value
+        value = value.copy_negate()
     return NumberToken(
-        value=value,
+        value=value if in_range else None,
         text=match.group(0),
         start=match.start(),
         end=match.end(),
@@ -98,11 +111,43 @@ def plain_decimal(text: str) -> Decimal | None:
     return token.value
 
 
+def shifted(value: Decimal, places: int) -> Decimal:
+    """``value`` times ``10 ** places``, exactly (Decimal's own scaleb rounds to a precision)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite: the pattern reads only digits
+    return Decimal((sign, digits, exponent + places))
+
+
+def _significant(value: Decimal) -> tuple[int, str, int]:
+    """(sign, digits without trailing zeros, exponent): ``value = ±digits × 10**exponent``."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits)).rstrip("0")
+    return sign, text, exponent + len(digits) - len(text)
+
+
+def decimal_places(value: Decimal) -> int:
+    """How many places after the point ``value`` needs: 0 for ``18.00``, 2 for ``0.25``."""
+    _, text, exponent = _significant(value)
+    return max(0, -exponent) if text else 0
+
+
 def shown(value: Decimal) -> str:
-    """A decimal as a person writes it: ``18`` for ``18.00``, ``0.5`` for ``5E-1``."""
-    if value == value.to_integral_value():
-        return str(value.quantize(Decimal(1)))
-    return format(value.normalize(), "f")
+    """A decimal as a person writes it, exactly: ``18`` for ``18.00``, ``0.5`` for ``5E-1``, and
+    ``1e+999999`` where writing it out would take more than a few dozen zeros."""
+    sign, text, exponent = _significant(value)
+    if not text:
+        return "0"
+    minus = "-" if sign else ""
+    if 0 <= exponent <= _SHOWN_ZEROS:
+        return minus + text + "0" * exponent
+    point = len(text) + exponent
+    if exponent < 0 and point > 0:
+        return f"{minus}{text[:point]}.{text[point:]}"
+    if exponent < 0 and -point <= _SHOWN_ZEROS:
+        return f"{minus}0.{'0' * -point}{text}"
+    mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
+    return f"{minus}{mantissa}e{point - 1:+d}"
 
 
 # Characters next to a number that make it part of something bigger (a fraction, a power, a
@@ -174,4 +219,4 @@ def plain_answer(text: str) -> Decimal | None:
     token = tokens[0] if first else tokens[-1]
     if token.percent or _leading_zero(token) or not _isolated(region, token):
         return None
-    return token.value
+    return token.value  # None when out of range: math-verify decides

@@ -28,6 +28,7 @@ _RATIONAL = re.compile(
     re.VERBOSE,
 )
 _BOXED = re.compile(r"\\boxed\s*\{(.*)\}", re.DOTALL)
+_MAX_DIGITS = 4000
 
 
 @attrs.frozen
@@ -57,7 +58,9 @@ def latex_rational(text: str) -> Rational | None:
         return None
     core = _strip(text)
     match = _RATIONAL.fullmatch(core)
-    if match is None:
+    # int() refuses a number of more digits than its limit (4,300 by default); math-verify
+    # decides those.
+    if match is None or len(core) > _MAX_DIGITS:
         return None
     if match["num"] is not None:
         denominator = int(match["den"])

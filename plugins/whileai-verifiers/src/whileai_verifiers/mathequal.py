@@ -39,7 +39,7 @@ from typing import Any
 from whileai.scoring import Verdict
 from whileai_verifiers import __version__
 from whileai_verifiers import _rationals as rationals
-from whileai_verifiers._numbers import plain_answer, plain_decimal, shown
+from whileai_verifiers._numbers import decimal_places, plain_answer, plain_decimal, shown
 from whileai_verifiers._pairs import batch_pairs
 from whileai_verifiers._workers import WorkerCrashed, WorkerPool, WorkerTimeout
 
@@ -252,7 +252,7 @@ class MathEqual:
         # math-verify rounds to float_rounding places: past them its equality is not exact
         # decimal equality, so only it decides.
         places = self.float_rounding
-        if any(-n.normalize().as_tuple().exponent > places for n in (answer, *numbers) if n):  # type: ignore[operator]
+        if any(decimal_places(n) > places for n in (answer, *numbers) if n is not None):
             return None
         for number in numbers:
             if answer == number:

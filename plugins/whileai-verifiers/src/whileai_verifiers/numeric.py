@@ -20,7 +20,10 @@ Percentages, ``percent=``:
 - ``"number"``: the sign is ignored, ``50%`` is 50 only.
 
 Tolerance: equal when ``|a - b| <= max(rel_tol * max(|a|, |b|), abs_tol)`` (``math.isclose``'s
-rule) in exact decimal arithmetic. Defaults ``rel_tol=1e-6`` (six significant digits, what a
+rule) in decimal arithmetic: the numbers are read exactly, however many digits they have, and
+the difference is kept to 50 significant digits. A number whose exponent has more than 15
+digits (``1e99999999999999999``) is out of range: as the completion's answer it scores 0.0, as a
+reference it is an error. Defaults ``rel_tol=1e-6`` (six significant digits, what a
 reply that rounds agrees on) and ``abs_tol=0.0`` (so 0 equals only 0; raise it for answers near
 zero).
 """
@@ -32,7 +35,14 @@ from typing import Any
 
 from whileai.scoring import Verdict
 from whileai_verifiers import __version__
-from whileai_verifiers._numbers import NumberToken, find_numbers, shown, whole_number
+from whileai_verifiers._numbers import (
+    ARITHMETIC,
+    NumberToken,
+    find_numbers,
+    shifted,
+    shown,
+    whole_number,
+)
 
 _PERCENT_MODES = ("either", "fraction", "number")
 
@@ -68,16 +78,20 @@ class Numeric:
         }
         self.meta = {"options": dict(self.options)}
 
-    def _readings(self, token: NumberToken) -> list[Decimal]:
-        if not token.percent or self.percent == "number":
-            return [token.value]
+    def _readings(self, value: Decimal, percent: bool) -> list[Decimal]:
+        if not percent or self.percent == "number":
+            return [value]
         if self.percent == "fraction":
-            return [token.value / 100]
-        return [token.value, token.value / 100]
+            return [shifted(value, -2)]
+        return [value, shifted(value, -2)]
 
     def within_tolerance(self, a: Decimal, b: Decimal) -> bool:
         """Whether ``a`` and ``b`` are equal within the tolerances."""
-        return abs(a - b) <= max(self.rel_tol * max(abs(a), abs(b)), self.abs_tol)
+        if a == b:
+            return True
+        difference = ARITHMETIC.subtract(a, b).copy_abs()
+        scale = ARITHMETIC.multiply(self.rel_tol, max(a.copy_abs(), b.copy_abs()))
+        return difference <= max(scale, self.abs_tol)
 
     def answer(self, completion: str) -> NumberToken | None:
         """The number the completion gives as its answer, or None."""
@@ -92,24 +106,29 @@ class Numeric:
         refs = reference if isinstance(reference, list | tuple) else [reference]
         if not refs:
             return Verdict.error("the reference list is empty")
-        ref_tokens: list[NumberToken] = []
+        ref_tokens: list[tuple[NumberToken, Decimal]] = []
         for ref in refs:
             token = _reference_token(ref)
             if token is None:
                 return Verdict.error(f"the reference {ref!r} is not a number")
-            ref_tokens.append(token)
+            if token.value is None:
+                return Verdict.error(f"the reference {ref!r} is out of range (its exponent)")
+            ref_tokens.append((token, token.value))
         got = self.answer(completion)
         if got is None:
             what = "is not a number" if self.whole_answer else "has no number"
             return Verdict(0.0, f"the completion {what}")
-        for ref_token in ref_tokens:
-            for a in self._readings(got):
-                for b in self._readings(ref_token):
+        if got.value is None:
+            # The policy wrote it: a number no reference can equal, not a grader's failure.
+            return Verdict(0.0, f"the completion's number {got.text.strip()} is out of range")
+        for ref_token, ref_value in ref_tokens:
+            for a in self._readings(got.value, got.percent):
+                for b in self._readings(ref_value, ref_token.percent):
                     if self.within_tolerance(a, b):
                         return Verdict(
                             1.0, f"{shown(a)} == {shown(b)}", quotes=(shown(a), shown(b))
                         )
-        wanted = [ref.text.strip() for ref in ref_tokens]
+        wanted = [ref.text.strip() for ref, _ in ref_tokens]
         return Verdict(0.0, f"{got.text.strip()} != {' or '.join(wanted)}", quotes=wanted)
 
 
