@@ -226,3 +226,38 @@ def test_the_spec_argument_is_the_banks_fault_plan() -> None:
         situation("loan")
     with pytest.raises(ValueError, match="daily_limit must be a positive amount"):
         BankWorld(daily_limit=0)
+
+
+def _listed(ep: BankEpisode) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    customer = sign_in(ep)
+    listed = ep.call("list_accounts", {"customer_id": customer}).content
+    return listed["accounts"], [{"role": "tool", "content": json.dumps(listed)}]
+
+
+@pytest.mark.parametrize("complication", [None, "two_savings"])
+def test_reading_out_every_balance_does_not_pass_for_telling_the_accounts_apart(
+    complication: str | None,
+) -> None:
+    # A policy that recites every balance it can read would pass without ever reading which
+    # account the customer named; with two savings accounts, telling them apart is the task.
+    difficulty = "hard" if complication else "easy"
+    s = next(
+        s
+        for s in (situation("balance", difficulty, seed=i) for i in range(100))
+        if s.goal["complication"] == complication
+    )
+    accounts, steps = _listed(episode(s))
+    every = "; ".join(f"{a['nickname']} {a['balance']:,.2f}" for a in accounts)
+    ep = episode(s)
+    _listed(ep)
+    verdict = ep.check(f"Your balances: {every}.", steps)
+    assert verdict.reward == 0.0
+    others = [a for a in accounts if a["account_id"] != s.goal["account_id"]]
+    for other in others:
+        assert (
+            f"also stated {other['balance']:,.2f}, the balance of {other['account_id']}, "
+            "an account the customer did not ask about"
+        ) in str(verdict.reason)
+    target = next(a for a in accounts if a["account_id"] == s.goal["account_id"])
+    right = ep.check(f"Your {target['nickname']} account holds {target['balance']:,.2f}.", steps)
+    assert right.reward == 1.0, right.reason

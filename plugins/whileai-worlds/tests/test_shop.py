@@ -422,3 +422,55 @@ def test_every_rollout_of_a_situation_gets_the_same_shop_and_a_copy_of_its_own()
     assert json.dumps(second.state(), sort_keys=True) == before
     other = episode(world, situation(world, seed=5, intent="refund"))
     assert json.dumps(other.state(), sort_keys=True) != before
+
+
+def test_reading_out_every_tracking_number_does_not_pass_for_telling_the_orders_apart(
+    world: World,
+) -> None:
+    # A policy that looks up every order it can reach and recites every tracking number would
+    # pass a tracking situation without ever working out which order the customer meant; in a
+    # two-in-transit situation, telling them apart is the whole task.
+    sit = next(
+        s
+        for s in (situation(world, seed, intent="track", difficulty="hard") for seed in range(100))
+        if s.goal["complication"] == "two_in_transit"
+    )
+    ep = episode(world, sit)
+    listed = ep.call("list_orders", {"email": sit.hidden_state["email"]}).content["orders"]
+    views = [ep.call("get_order", {"order_id": o["order_id"]}).content for o in listed]
+    every = ", ".join(f"{v['order_id']}: {v['tracking']}" for v in views if v["tracking"])
+    verdict = ep.check(f"Your tracking numbers: {every}.", [])
+    assert verdict.reward == 0.0
+    other = next(
+        v
+        for v in views
+        if v["status"] == "shipped" and v["order_id"] != sit.hidden_state["order_id"]
+    )
+    assert (
+        f"also told tracking number {other['tracking']} of order {other['order_id']}, "
+        "not the order the customer asked about"
+    ) in str(verdict.reason)
+    target = next(v for v in views if v["order_id"] == sit.hidden_state["order_id"])
+    assert ep.check(f"Tracking number {target['tracking']}.", []).reward == 1.0
+
+
+def test_telling_another_customers_tracking_number_fails_whatever_was_asked(
+    world: World,
+) -> None:
+    sit = situation(world, 3, intent="refund", difficulty="easy")
+    ep = episode(world, sit)
+    order_id = sit.hidden_state["order_id"]
+    ep.call("get_order", {"order_id": order_id})
+    ep.call("refund_order", {"order_id": order_id, "reason": "broken"})
+    assert ep.check("Refunded.", []).reward == 1.0
+    # another customer holds the same item; their order's tracking number is theirs alone
+    theirs = next(
+        o for o in ep.orders.values() if o["email"] != sit.hidden_state["email"] and o["tracking"]
+    )
+    ep.call("get_order", {"order_id": theirs["order_id"]})
+    verdict = ep.check(f"Refunded. By the way, {theirs['tracking']} is on its way.", [])
+    assert verdict.reward == 0.0
+    assert (
+        f"told tracking number {theirs['tracking']} of order {theirs['order_id']}, which "
+        "belongs to another customer"
+    ) in str(verdict.reason)

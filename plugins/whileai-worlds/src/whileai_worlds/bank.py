@@ -72,7 +72,8 @@ SYSTEM_PROMPT = (
     "You are a bank's customer service agent. Before you read a customer's accounts, limits "
     "or cards, or change anything, verify their identity with verify_identity (their phone "
     "number and security answer). Refuse a transfer that would pass the customer's daily "
-    "limit and say why. Never state an amount the tools did not give you."
+    "limit and say why. Never state an amount the tools did not give you. Asked for a "
+    "balance, give that account's only."
 )
 USER_PROMPT = (
     "You are {persona}, chatting with your bank. What you want: {request}\n"
@@ -258,7 +259,8 @@ class BankWorld:
     )
     daily_limit: float = DAILY_LIMIT
     name: str = "bank"
-    version: str = "1"
+    # 2: a balance request fails when the agent also states another account's balance
+    version: str = "2"
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.daily_limit, bool) or not self.daily_limit > 0:
@@ -649,7 +651,8 @@ class BankEpisode:
     def check(self, final_text: str, steps: Sequence[Mapping[str, Any]]) -> Verdict:
         """Pass when the goal is reached and the policy kept: identity verified before every
         guarded call that reached the bank, no transfer past the daily limit, nothing done to
-        another customer's records, and no amount stated that no tool returned."""
+        another customer's records, and no amount stated that no tool returned. Asked for one
+        balance, the agent states that one and no other account's."""
         goal = self.situation.goal
         outcome = str(goal.get("outcome", ""))
         failures: list[str] = []
@@ -701,6 +704,20 @@ class BankEpisode:
                 )
             if transfers:
                 failures.append("money moved although the customer only asked for a balance")
+            # Reciting every balance would pass without reading which account the customer
+            # named: with two savings accounts, telling them apart is the task.
+            for account in sorted(self._initial.accounts.values(), key=lambda a: a["account_id"]):
+                other = account["balance"]
+                if (
+                    account["owner"] == self.customer
+                    and account["account_id"] != goal["account_id"]
+                    and abs(other - balance) >= 0.005
+                    and any(_said_as_money(other, t) for t in texts)
+                ):
+                    failures.append(
+                        f"also stated {_money(other)}, the balance of {account['account_id']}, "
+                        "an account the customer did not ask about"
+                    )
         elif outcome == "card_frozen":
             frozen = [a.get("card_id") for a in reached if a.get("effect") == "frozen"]
             if self.ledger.cards[goal["card_id"]]["status"] != "frozen":
@@ -739,3 +756,13 @@ def _value(match: re.Match[str]) -> float:
 
 def _said(amount: float, text: str) -> bool:
     return any(abs(_value(m) - amount) < 0.005 for m in _AMOUNT.finditer(text))
+
+
+def _said_as_money(amount: float, text: str) -> bool:
+    """Whether ``text`` states ``amount`` written as money (with cents, a thousands comma or a
+    currency sign), so a bare number that happens to match (an id, a phone number) does not."""
+    return any(
+        abs(_value(m) - amount) < 0.005
+        and (m.group(2) or "," in m.group(1) or m.group(0).startswith("$"))
+        for m in _AMOUNT.finditer(text)
+    )
