@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import whileai as wai
@@ -65,7 +66,30 @@ def test_a_dataset_and_a_reward_function_work_the_way_trl_uses_them() -> None:
         task_id=task_ids,
         trainer_state=None,
     )
-    assert got == [1.0, 0.0, 1.0, None], "an ungradable completion is None, never 0"
+    assert got == [1.0, 0.0, 1.0, None], "an ungradable completion is None: TRL's 'not applicable'"
+
+
+def test_an_ungradable_completion_scores_unjudged_and_stays_in_its_group() -> None:
+    rows = graded_rows()
+    task_ids = [rows[0]["task_id"]] * 3
+    completions = ["the answer is 5", "", "4"]  # Exact cannot grade an empty completion
+
+    # what GRPOTrainer does with the list: None becomes NaN, the functions are summed ignoring
+    # NaN, and the group's advantage is taken over every completion
+    def trl_rewards(got: list[float | None]) -> list[float]:
+        per_function = np.array([[np.nan if r is None else r] for r in got], dtype=float)
+        return list(np.nansum(per_function, axis=1))
+
+    default = wai.reward_function(Exact(), rows)(
+        prompts=[""] * 3, completions=completions, task_id=task_ids
+    )
+    assert default == [1.0, None, 0.0]
+    assert trl_rewards(default) == [1.0, 0.0, 0.0]  # the only function: TRL scores it 0
+    failing = wai.reward_function(Exact(), rows, unjudged=0.0)
+    assert failing(prompts=[""] * 3, completions=completions, task_id=task_ids) == [1.0, 0.0, 0.0]
+    for bad in (-0.5, 2, True, "0"):
+        with pytest.raises(ValueError, match=r"unjudged must be None or a number in \[0, 1\]"):
+            wai.reward_function(Exact(), rows, unjudged=bad)  # type: ignore[arg-type]
 
 
 def test_grouped_records_and_parquet_carry_no_answer_key(tmp_path: Path) -> None:

@@ -65,6 +65,21 @@ def test_row_gates_run_before_the_group_rate() -> None:
     assert report.dropped_rows["unanimous group"] == 2
 
 
+def test_unjudged_rows_are_counted_in_a_note_that_says_what_they_escape() -> None:
+    rows = [
+        row("t", 1),
+        row("t", 0),
+        row("t", None, judge_status="error"),  # say a math-verify timeout the answer provoked
+        row("t", 0.5),
+    ]
+    report = wai.select(rows)
+    assert report.dropped_rows["non-binary reward"] == 2
+    (note,) = [n for n in report.notes if "unjudged" in n]
+    assert note.startswith("1 of the non-binary rows are unjudged (their grader failed)")
+    assert "escapes the failure" in note and "on_timeout='fail'" in note
+    assert not [n for n in wai.select([row("t", 1), row("t", 0)]).notes if "unjudged" in n]
+
+
 def test_a_set_whose_rows_all_vanish_says_why() -> None:
     rows = [row(f"t{i}", 1) for i in range(5)]  # one completion per prompt: no group can split
     report = wai.select(rows)

@@ -20,7 +20,11 @@ and in one of three containers: ``"jsonl"`` (records, written to ``path`` when g
 ``reward_func(prompts, completions, **kwargs) -> list[float | None]``: TRL passes the dataset's
 other columns as keyword lists, so the ``task_id`` column finds each completion's reference in
 the answer key the function was built with (the rows' privileged block). A completion the
-verifier could not grade scores None, which TRL leaves out, never 0.
+verifier could not grade scores ``unjudged`` (default None: TRL's "this function does not
+apply"). GRPOTrainer turns a None into NaN and sums its reward functions ignoring NaN, so where
+this is the only one the completion gets 0 and TRL warns that every function returned None;
+``unjudged=0.0`` says so outright. Either way a completion that makes its grader fail (a
+timeout it provoked) is not left out of its group, where it would escape the failure.
 """
 
 from __future__ import annotations
@@ -150,11 +154,20 @@ def reward_function(
     rows: Any = None,
     *,
     references: Mapping[str, Any] | None = None,
+    unjudged: float | None = None,
     registry: Registry | None = None,
 ) -> Callable[..., list[float | None]]:
     """A reward function TRL's GRPOTrainer can call, grading with ``verifier`` (an object with
     ``verify(completion, reference, prompt)``, or a registered verifier's name) against the
-    references of ``rows`` (their privileged block) or ``references`` ({task_id: reference})."""
+    references of ``rows`` (their privileged block) or ``references`` ({task_id: reference}).
+    ``unjudged`` is the reward of a completion the verifier could not grade (None, or a number
+    in [0, 1]; see the module doc for what TRL makes of None)."""
+    if unjudged is not None and (
+        isinstance(unjudged, bool)
+        or not isinstance(unjudged, int | float)
+        or not 0 <= unjudged <= 1
+    ):
+        raise ValueError(f"unjudged must be None or a number in [0, 1], got {unjudged!r}")
     resolved = verifier
     if isinstance(verifier, str):
         resolved = get_registry(registry).resolve("verifier", verifier)
@@ -193,8 +206,10 @@ def reward_function(
         ]
         many = getattr(resolved, "verify_many", None)
         verdicts = many(pairs) if callable(many) else [resolved.verify(c, r) for c, r in pairs]
+        missing_reward = None if unjudged is None else float(unjudged)
         return [
-            float(v.reward) if v.status == "ok" and v.reward is not None else None for v in verdicts
+            float(v.reward) if v.status == "ok" and v.reward is not None else missing_reward
+            for v in verdicts
         ]
 
     reward.__name__ = f"whileai_{name}"  # TRL logs each reward function by its name

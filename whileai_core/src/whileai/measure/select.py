@@ -11,7 +11,9 @@ vanish says why:
    failure, and a policy trained on the group should learn that the hack scores 0; drop them
    when a flag may mark a false failure you would rather not train on. Either way the report
    counts the flagged rows it kept.
-2. non-binary reward: partial scores and unjudged rows (the band is over pass / fail)
+2. non-binary reward: partial scores and unjudged rows (the band is over pass / fail); a note
+   counts the unjudged ones, since a policy that learns to make its grader fail would escape
+   its failures through this gate
 3. empty or cut-off reply: ``final_text`` blank, or ``truncated`` true (cut at the token cap)
 4. unanimous group: every remaining row of the task passes, or every one fails
 5. outside band: the group's pass rate (over its remaining rows) is below or above the band
@@ -156,6 +158,14 @@ def select(
         notes.append(
             f"{kept_flagged} kept rows failed with hack_suspected (the grader's reason is in "
             "judge_meta): they stay as failures; hacks='drop' leaves them out"
+        )
+    unjudged = int((np.isnan(reward) & ~dropped_hack).sum())
+    if unjudged:
+        notes.append(
+            f"{unjudged} of the non-binary rows are unjudged (their grader failed): left out of "
+            "their groups, so a completion that makes its grader fail escapes the failure a "
+            "wrong answer earns; read their reasons, and where the completion causes the "
+            "failure (a math-verify timeout), grade with on_timeout='fail'"
         )
     singles = int((size == 1).sum())
     if singles:
