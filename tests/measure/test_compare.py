@@ -181,6 +181,23 @@ def test_compare_runs_warns_when_the_arms_were_produced_differently() -> None:
     assert str(same).startswith("delta_report")
 
 
+def test_compare_runs_warns_when_a_verifier_or_world_grades_by_another_version() -> None:
+    # the shop's check changed between versions: the same rollout may grade otherwise, so a
+    # delta between a baseline graded by one and a run graded by the other is partly the grader
+    def graded(rewards: dict[str, list[float]], version: str) -> list[dict[str, Any]]:
+        return arm(
+            rewards, judge_name="world:shop", judge_meta={"name": "world:shop", "version": version}
+        )
+
+    report = wai.compare_runs(graded(BASE, "1"), graded(TUNED, "2"))
+    (warning,) = report.warnings
+    assert warning.startswith(
+        "the arms differ in judge (judge_meta.model, or judge_name and its version)"
+    )
+    assert "'world:shop version 1'" in warning and "'world:shop version 2'" in warning
+    assert wai.compare_runs(graded(BASE, "2"), graded(TUNED, "2")).warnings == []
+
+
 def test_compare_runs_reads_runs_carrying_rows() -> None:
     class Run:
         def __init__(self, rows: list[dict[str, Any]], callable_rows: bool) -> None:

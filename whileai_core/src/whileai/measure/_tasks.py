@@ -269,11 +269,12 @@ def _clusters(situations: list[str | None]) -> IntArray | None:
 
 
 def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
-    """What produced the rows, as the sets of values seen: the deploy prompt's hash, the judge,
-    the writer and the user model. Rows that do not say are left out of the sets."""
+    """What produced the rows, as the sets of values seen: the deploy prompt's hash, the judge
+    (an LLM judge's model; a verifier's or world's name and version), the writer and the user
+    model. Rows that do not say are left out of the sets."""
     seen: dict[str, set[str]] = {
         "system prompt (lineage.system_prompt_sha)": set(),
-        "judge (judge_meta.model / judge_name)": set(),
+        "judge (judge_meta.model, or judge_name and its version)": set(),
         "writer model (writer_model)": set(),
         "user model (user_model)": set(),
     }
@@ -283,9 +284,15 @@ def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
         if isinstance(lineage, Mapping) and lineage.get("system_prompt_sha"):
             prompt.add(str(lineage["system_prompt_sha"]))
         meta = row.get("judge_meta")
-        model = meta.get("model") if isinstance(meta, Mapping) else None
-        if model or row.get("judge_name"):
-            judge.add(str(model or row.get("judge_name")))
+        meta = meta if isinstance(meta, Mapping) else {}
+        if meta.get("model"):
+            judge.add(str(meta["model"]))
+        elif row.get("judge_name"):
+            # A verifier's or world's version says how it grades (a world whose check changed
+            # grades the same rollout otherwise); an LLM judge's is per rubric, so per row.
+            version = meta.get("version")
+            name = str(row["judge_name"])
+            judge.add(f"{name} version {version}" if version not in (None, "") else name)
         if row.get("writer_model"):
             writer.add(str(row["writer_model"]))
         if row.get("user_model"):
