@@ -91,3 +91,34 @@ def test_resolved_by_name_and_alias_with_its_options_on_the_row() -> None:
     assert (graded["reward"], graded["judge_name"]) == (1.0, "ExactMatch")
     assert graded["judge_meta"]["options"]["ignore_case"] is False
     assert graded["judge_meta"]["version"] == verifier.version
+
+
+@pytest.mark.parametrize("completion", ["", "the", "An", ".", "a the", "  ?! "])
+def test_a_letter_answer_is_not_matched_by_nothing(completion: str) -> None:
+    # Multiple-choice references are letters; "A" is also an article. Stripping it to "" would
+    # let an empty completion, or one that says only "the", pass.
+    verdict = ExactMatch().verify(completion, "A")
+    assert verdict.reward == 0.0, verdict
+
+
+@pytest.mark.parametrize("completion", ["A", "a", "a.", "(A)", " A "])
+def test_a_letter_answer_still_matches_its_letter(completion: str) -> None:
+    assert ExactMatch().verify(completion, "A").reward == 1.0
+
+
+def test_the_other_letters_are_told_apart() -> None:
+    assert ExactMatch().verify("B", "A").reward == 0.0
+    assert ExactMatch().verify("A", ["B", "C"]).reward == 0.0
+
+
+def test_an_empty_reference_is_matched_by_an_empty_answer_only() -> None:
+    # SQuAD 2.0 marks an unanswerable question with an empty reference.
+    assert ExactMatch().verify("", "").reward == 1.0
+    assert ExactMatch().verify("   ", "").reward == 1.0
+    assert ExactMatch().verify("...", "").reward == 0.0
+    assert ExactMatch().verify("the", "").reward == 0.0
+
+
+def test_a_reference_of_articles_only_is_kept_whole() -> None:
+    assert ExactMatch().verify("The The", "the the").reward == 1.0
+    assert ExactMatch().verify("", "The The").reward == 0.0

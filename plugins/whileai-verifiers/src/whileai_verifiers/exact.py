@@ -3,6 +3,12 @@
 Defaults follow the SQuAD evaluation script's ``normalize_answer`` (lower case, punctuation and
 the articles a/an/the removed, whitespace collapsed), the convention most QA benchmarks grade by.
 Each step can be switched off.
+
+One departure from that script: removing punctuation or articles never empties a text that had
+something in it. A multiple-choice reference ``"A"`` would otherwise normalise to ``""`` and be
+matched by an empty completion, by ``"the"`` or by ``"."``; with the step skipped for such a text,
+``"A"``, ``"a."`` and ``"(A)"`` still match it and nothing else does. An empty reference (SQuAD
+2.0's "no answer") is still matched by an empty or all-whitespace completion only.
 """
 
 from __future__ import annotations
@@ -58,9 +64,9 @@ class ExactMatch:
         if o["ignore_case"]:
             text = text.lower()
         if o["ignore_punctuation"]:
-            text = text.translate(_PUNCT)
+            text = _unless_emptied(text, text.translate(_PUNCT))
         if o["ignore_articles"]:
-            text = _ARTICLES.sub(" ", text)
+            text = _unless_emptied(text, _ARTICLES.sub(" ", text))
         if o["collapse_whitespace"]:
             text = " ".join(text.split())
         elif o["strip"]:
@@ -82,3 +88,10 @@ class ExactMatch:
         return Verdict(
             0.0, f"{got!r} does not match {shown!r} after normalisation", quotes=normalised
         )
+
+
+def _unless_emptied(before: str, after: str) -> str:
+    """``after``, unless the step took away everything ``before`` had to say."""
+    if before.strip() and not after.strip():
+        return before
+    return after
