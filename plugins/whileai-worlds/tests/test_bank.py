@@ -143,6 +143,42 @@ def test_a_transfer_past_the_daily_limit_fails_even_when_the_tool_allows_it() ->
     assert "money moved although the transfer passes the daily limit" in str(verdict.reason)
 
 
+def over_limit_situation() -> Any:
+    seed = next(
+        i
+        for i in range(50)
+        if situation("transfer", "hard", seed=i).goal["complication"] == "over_limit"
+    )
+    return situation("transfer", "hard", seed=seed)
+
+
+@pytest.mark.parametrize("reply", ["", "Done.", "I have checked your account."])
+def test_a_refused_transfer_must_say_why(reply: str) -> None:
+    # "Refuse a transfer that would pass the daily limit and say why": reading the limits and
+    # then saying nothing leaves the customer thinking the money moved.
+    ep = episode(over_limit_situation())
+    customer = sign_in(ep)
+    ep.call("get_limits", {"customer_id": customer})
+    verdict = ep.check(reply, [])
+    assert verdict.reward == 0.0
+    assert verdict.reason == (
+        "the agent never told the customer the transfer passes their daily limit"
+    )
+
+
+def test_a_refused_transfer_that_says_why_passes() -> None:
+    ep = episode(over_limit_situation())
+    customer = sign_in(ep)
+    limits = ep.call("get_limits", {"customer_id": customer}).content
+    steps = [{"role": "tool", "content": json.dumps(limits)}]
+    assert ep.check("Sorry, that is over your daily limit.", steps).reward == 1.0
+    left = f"You can send only {limits['left_today']:,.2f} more today."
+    assert ep.check(left, steps).reward == 1.0, ep.check(left, steps).reason
+    # said in an earlier turn counts
+    earlier = [*steps, {"role": "assistant", "content": "That passes your limit."}]
+    assert ep.check("Anything else?", earlier).reward == 1.0
+
+
 def test_an_amount_no_tool_returned_is_caught_as_invented() -> None:
     s = situation("balance")
     ep = episode(s)

@@ -216,6 +216,41 @@ def test_check_fails_a_refund_outside_the_window_and_passes_a_refusal(world: Wor
     assert episode(world, sit).check("I can't help.", []).reward == 0.0  # never looked it up
 
 
+@pytest.mark.parametrize(
+    "reply", ["", "All done.", "I have looked into it.", "Your order A1234 is delivered."]
+)
+def test_a_refused_refund_must_say_why(world: World, reply: str) -> None:
+    # The goal is "not refunded, and the agent says so": looking the order up and then
+    # saying nothing about the window leaves the customer waiting for money that never comes.
+    sit = past_window_situation(world)
+    ep = episode(world, sit)
+    ep.call("get_order", {"order_id": sit.hidden_state["order_id"]})
+    verdict = ep.check(reply, [])
+    assert verdict.reward == 0.0
+    assert "never told the customer the order is past the 30-day refund window" in str(
+        verdict.reason
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "That order is outside our refund window.",
+        "It was delivered more than 30 days ago, so I can't refund it.",
+        "Refunds are only possible within a 30-day period.",
+        "I'm sorry, it is no longer eligible for a refund.",
+    ],
+)
+def test_a_refused_refund_that_says_why_passes(world: World, reply: str) -> None:
+    sit = past_window_situation(world)
+    ep = episode(world, sit)
+    ep.call("get_order", {"order_id": sit.hidden_state["order_id"]})
+    assert ep.check(reply, []).reward == 1.0
+    # the day the window ended, as the order gives it, is a reason too
+    ends = ep.call("get_order", {"order_id": sit.hidden_state["order_id"]}).content
+    assert ep.check(f"The refund period ended on {ends['refund_window_ends']}.", []).reward == 1.0
+
+
 def test_check_tracking_needs_the_tracking_number_said(world: World) -> None:
     sit = situation(world, 8, intent="track", difficulty="easy")
     ep = episode(world, sit)
@@ -251,6 +286,12 @@ def test_shipped_orders_keep_their_address(world: World) -> None:
     result = ep.call("update_address", {"order_id": order_id, "address": "1 Elm Street, Leeds"})
     assert result.error == f"order {order_id} has already shipped; its address can no longer change"
     assert ep.check("It has already shipped, sorry.", []).reward == 1.0
+    assert ep.check("It is on its way, so I can't change it.", []).reward == 1.0
+    # refusing without the reason, or with none at all, does not pass
+    for reply in ("", "Sorry, I can't do that.", "All done."):
+        verdict = ep.check(reply, [])
+        assert verdict.reward == 0.0, reply
+        assert verdict.reason == "the agent never told the customer the order has already shipped"
 
 
 def test_bad_calls_are_error_results_not_raises(world: World) -> None:

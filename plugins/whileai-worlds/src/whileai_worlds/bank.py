@@ -260,7 +260,8 @@ class BankWorld:
     daily_limit: float = DAILY_LIMIT
     name: str = "bank"
     # 2: a balance request fails when the agent also states another account's balance
-    version: str = "2"
+    # 3: a refused transfer fails unless the agent says it passes the limit
+    version: str = "3"
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.daily_limit, bool) or not self.daily_limit > 0:
@@ -696,6 +697,12 @@ class BankEpisode:
                 failures.append("money moved although the transfer passes the daily limit")
             if not any(a["tool"] == "get_limits" for a in reached):
                 failures.append("the agent never read the customer's limits")
+            # "Refuse ... and say why": a lookup and then silence leaves the customer not
+            # knowing their money did not move, or why.
+            if not any(_told_the_limit(t, self._initial.customers[self.customer]) for t in texts):
+                failures.append(
+                    "the agent never told the customer the transfer passes their daily limit"
+                )
         elif outcome == "balance_told":
             balance = self._initial.accounts[goal["account_id"]]["balance"]
             if not any(_said(balance, t) for t in texts):
@@ -756,6 +763,20 @@ def _value(match: re.Match[str]) -> float:
 
 def _said(amount: float, text: str) -> bool:
     return any(abs(_value(m) - amount) < 0.005 for m in _AMOUNT.finditer(text))
+
+
+_LIMIT_WORD = re.compile(r"\blimits?\b", re.IGNORECASE)
+
+
+def _told_the_limit(text: str, customer: Mapping[str, Any]) -> bool:
+    """Whether ``text`` gives the reason a transfer is refused: the word limit, or the daily
+    limit or what is left of it today stated as money."""
+    left = customer["daily_limit"] - customer["sent_today"]
+    return bool(
+        _LIMIT_WORD.search(text)
+        or _said_as_money(customer["daily_limit"], text)
+        or _said_as_money(left, text)
+    )
 
 
 def _said_as_money(amount: float, text: str) -> bool:

@@ -270,7 +270,8 @@ class ShopWorld:
     name: str = "shop"
     # 2: telling another order's tracking number fails (another customer's, or in a tracking
     # request any but the one asked about)
-    version: str = "2"
+    # 3: a refused refund or address change fails unless the agent says why
+    version: str = "3"
     #: the shop of each recent situation: every rollout of a situation plays the same shop
     #: (its orders drawn from the situation's own seed), so it is drawn once and copied
     _shops: dict[str, dict[str, dict[str, Any]]] = attrs.field(
@@ -541,6 +542,17 @@ def _goal_summary(outcome: str, order_id: str, address: str, window: int) -> str
 # -- one rollout's shop --------------------------------------------------------------------
 
 
+#: Words that give the reason for a refused refund or address change. A refusal must say
+#: why (the goal's "and the agent says so"): a lookup and then silence, or "all done", fails.
+_TOLD_PAST_WINDOW = re.compile(
+    r"\b(?:window|eligib\w*|expired|too late|too long ago)\b", re.IGNORECASE
+)
+_TOLD_SHIPPED = re.compile(
+    r"\b(?:shipped|dispatched|in transit|on (?:its|the) way|sent out|out for delivery)\b",
+    re.IGNORECASE,
+)
+
+
 def _normalise_address(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
@@ -777,8 +789,15 @@ class ShopEpisode:
         looked_up = self._looked_up_target()
         if outcome == "refunded" and refunds != 1:
             failures.append(f"order {self.target} was refunded {refunds} times, not once")
-        elif outcome == "not_refunded" and not looked_up:
-            failures.append(f"the agent never looked up order {self.target}")
+        elif outcome == "not_refunded":
+            if not looked_up:
+                failures.append(f"the agent never looked up order {self.target}")
+            # a refund outside the window is failure enough: say so only of a refusal
+            if not refunds and not any(self._told_past_window(t, target) for t in texts):
+                failures.append(
+                    "the agent never told the customer the order is past the "
+                    f"{self.refund_window_days}-day refund window"
+                )
         elif outcome == "tracking_told":
             if not looked_up:
                 failures.append(f"the agent never looked up order {self.target}")
@@ -792,8 +811,11 @@ class ShopEpisode:
                 failures.append(
                     f"order {self.target} ships to {target['shipping_address']!r}, not {wanted!r}"
                 )
-        elif outcome == "not_updated" and not looked_up:
-            failures.append(f"the agent never looked up order {self.target}")
+        elif outcome == "not_updated":
+            if not looked_up:
+                failures.append(f"the agent never looked up order {self.target}")
+            if not any(_TOLD_SHIPPED.search(t) for t in texts):
+                failures.append("the agent never told the customer the order has already shipped")
         elif outcome not in (
             "refunded",
             "not_refunded",
@@ -820,6 +842,18 @@ class ShopEpisode:
             "ok",
             meta,
             quotes=quotes,
+        )
+
+    def _told_past_window(self, text: str, order: Mapping[str, Any]) -> bool:
+        """Whether ``text`` gives the reason a refund is refused: the refund window, its length
+        in days, the day it ended, or the order no longer being eligible. Saying nothing, or
+        "all done", leaves the customer not knowing why."""
+        days = self.refund_window_days
+        ends = self._view(order).get("refund_window_ends")
+        return bool(
+            _TOLD_PAST_WINDOW.search(text)
+            or re.search(rf"\b{days}(?:-| )?days?\b", text, re.IGNORECASE)
+            or (ends and ends in text)
         )
 
     def _other_tracking_told(self, texts: Sequence[str], outcome: str) -> list[str]:

@@ -27,7 +27,8 @@ RETRIED = ("timeout", "internal_error", "rate_limited")
 
 class ScriptedSupportAgent:
     """Looks the order in the customer's message up, then refunds it, tells its tracking
-    number or changes its address; retries a call that failed loudly. With ``delay`` it
+    number or changes its address; retries a call that failed loudly and tells the customer
+    why the shop refused one. With ``delay`` it
     waits that many seconds before each answer (``support:slow``)."""
 
     def __init__(self, delay: float = 0.0) -> None:
@@ -59,6 +60,8 @@ class ScriptedSupportAgent:
             previous = next(m for m in reversed(messages) if m.get("tool_calls"))
             call = previous["tool_calls"][0]["function"]
             return call_tool(call["name"], json.loads(call["arguments"]), MODEL)
+        if result.get("error"):
+            return say(f"Sorry, I can't: {result['error']}.", MODEL)
         if last.get("name") != "get_order":
             return say("All done.", MODEL)
         if "refund" in request.lower():
