@@ -295,3 +295,19 @@ def test_a_rows_file_cut_by_a_kill_is_named_with_what_to_do(
     assert code == 0 and json.loads(out)["rows"] == 12
     assert rows.read_bytes().count(b"\n") == 12
     assert cli(capsys, "report", str(rows))[0] == 0
+
+
+def test_a_bad_row_is_named_by_its_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "bad.jsonl"
+    good = {"prompt": "2+2?", "final_text": "4", "reward": 1.0}
+    rows.write_text(
+        json.dumps(good) + "\n\n" + json.dumps({"final_text": "5", "reward": 0.0}) + "\n"
+    )
+    code, _, err = cli(capsys, "report", str(rows))
+    assert code != 0
+    assert f"{rows}, line 3: missing required field 'prompt'" in err
+    rows.write_text(json.dumps({**good, "reward": 2}) + "\n")
+    code, _, err = cli(capsys, "report", str(rows))
+    assert code != 0 and f"{rows}, line 1: reward is 2, outside [0, 1]" in err

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.schema.files import read_jsonl, sidecar_path
+from whileai.schema.records import RowError, check_row
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
 OK, FAILED, USAGE = 0, 1, 2
@@ -25,11 +26,19 @@ def print_json(value: Any) -> None:
 
 def read_run(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A run's rows and its sidecar (``{}`` when the file has none); a UsageError names a
-    path that is not a rows file."""
+    path that is not a rows file, and a RowError the file and line of a row that is not one
+    (the measurements only know a row's place in the list)."""
     target = Path(path)
     if not target.is_file():
         raise UsageError(f"{path}: no such rows file (a .jsonl that simulate(output=) wrote)")
-    rows = read_jsonl(target, what="rows").rows
+    read = read_jsonl(target, what="rows")
+    rows = read.rows
+    for index, row in enumerate(rows):
+        try:
+            check_row(row, index)
+        except RowError as exc:
+            problem = str(exc).removeprefix(f"row {index}").lstrip(": ")
+            raise RowError(f"{read.where(index)}: {problem}") from None
     side = sidecar_path(target)
     meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
     return rows, meta
