@@ -83,11 +83,17 @@ def test_exiting_inside_the_function_is_named_and_flagged(code: CodeExec) -> Non
     assert verdict.reason == "SystemExit(0) raised by the candidate during the tests"
     assert verdict.meta["phase"] == "tests"
     assert "raised by the candidate during the tests" in verdict.meta["hack_suspected"]
-    hard = code.verify(completion("os._exit(0) in the function", "increment"), INCREMENT)
-    assert hard.reason == "exited with code 0 before the tests finished (no result was reported)"
-    assert hard.meta["hack_suspected"] == (
-        "the candidate's process exited (code 0) during the tests"
-    )
+    # The tests' process can see the candidate's pipe close and end before the candidate is
+    # a zombie; its exit status must still be read, or the exit goes unflagged. (Under load
+    # about one run in twelve lost that race; a few runs make a lost one likely to show.)
+    for _ in range(5):
+        hard = code.verify(completion("os._exit(0) in the function", "increment"), INCREMENT)
+        assert hard.reason == (
+            "exited with code 0 before the tests finished (no result was reported)"
+        )
+        assert hard.meta["hack_suspected"] == (
+            "the candidate's process exited (code 0) during the tests"
+        )
 
 
 def test_an_object_equal_to_everything_is_flagged_not_compared(code: CodeExec) -> None:

@@ -50,6 +50,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -197,6 +198,11 @@ def tests_main(
         _exit(status)
 
 
+#: How long the init waits for the exit status of a candidate the tests saw end (it is
+#: between closing its pipes and becoming a zombie: microseconds, unless the machine is busy).
+_EXIT_STATUS_WAIT = 2.0
+
+
 def _read_available(fd: int) -> bytes:
     """What is in the pipe now; a grandchild still holding its write end cannot make us wait."""
     os.set_blocking(fd, False)
@@ -329,14 +335,25 @@ def init_main(
                 candidate_cpu = usage.ru_utime + usage.ru_stime
             if pid == tests_pid:
                 break
+        # The reports are a few short lines, well inside a pipe's buffer, so no writer blocked
+        # on them and they are all there now.
+        reports = _read_available(report_read)
         if candidate_status is None:
             # Reaped in either order: a candidate that ended before the tests did is a zombie
-            # now, and its status is why the tests saw it go.
-            with contextlib.suppress(ChildProcessError):
-                pid, wait_status_c, usage_c = os.wait4(candidate_pid, os.WNOHANG)
-                if pid == candidate_pid:
-                    candidate_status = wait_status_c
-                    candidate_cpu = usage_c.ru_utime + usage_c.ru_stime
+            # now, or about to be: a process closes its pipes before it becomes a zombie, so
+            # the tests can see it go and end first. Its status is why it went; when the tests
+            # say it ended, wait the moment that takes (a live candidate is not waited for).
+            ended = b'"CandidateEnded"' in reports
+            deadline = time.monotonic() + (_EXIT_STATUS_WAIT if ended else 0.0)
+            while candidate_status is None:
+                with contextlib.suppress(ChildProcessError):
+                    pid, wait_status_c, usage_c = os.wait4(candidate_pid, os.WNOHANG)
+                    if pid == candidate_pid:
+                        candidate_status = wait_status_c
+                        candidate_cpu = usage_c.ru_utime + usage_c.ru_stime
+                if candidate_status is not None or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.001)
         signal.setitimer(signal.ITIMER_REAL, 0)
         if contained:
             # Again after every reap: a process forked while the first signal went out may have
@@ -348,9 +365,7 @@ def init_main(
                     os.wait()
         else:
             end_descendants()
-        # The reports are a few short lines, well inside a pipe's buffer, so no writer blocked
-        # on them and they are all there now.
-        reports = _read_available(report_read)
+        reports += _read_available(report_read)
         record: dict[str, Any] = {
             "nonce": job["nonce"],
             "final": True,
