@@ -189,6 +189,42 @@ def test_an_amount_no_tool_returned_is_caught_as_invented() -> None:
     assert "stated amounts no tool returned: 12,345.67" in str(verdict.reason)
 
 
+@pytest.mark.parametrize(
+    ("reply", "invented"),
+    [
+        ("Your savings holds $5,000.", "$5,000"),
+        ("Your savings holds 5,000.", "5,000"),
+        ("You have £7000 in savings.", "£7000"),
+        ("There is GBP 7000 in it.", "7000"),
+        ("It holds 7000 pounds.", "7000"),
+    ],
+)
+def test_a_whole_amount_written_as_money_is_caught_as_invented(reply: str, invented: str) -> None:
+    # Without cents it is still money when a currency or a thousands comma says so; a policy
+    # must not be able to make up a round balance.
+    s = situation("balance")
+    ep = episode(s)
+    customer = sign_in(ep)
+    ep.call("list_accounts", {"customer_id": customer})
+    verdict = ep.check(reply, [])
+    assert verdict.reward == 0.0
+    assert f"stated amounts no tool returned: {invented}" in str(verdict.reason)
+
+
+def test_bare_whole_numbers_and_amounts_the_agent_was_given_are_not_invented() -> None:
+    s = situation("balance")
+    ep = episode(s)
+    customer = sign_in(ep)
+    accounts = ep.call("list_accounts", {"customer_id": customer}).content
+    target = next(a for a in accounts["accounts"] if a["account_id"] == s.goal["account_id"])
+    steps = [{"role": "tool", "content": json.dumps(accounts)}]
+    told = f"${target['balance']:,.2f}, as of 2026; 3 wrong answers lock the check."
+    assert ep.check(told, steps).reward == 1.0, ep.check(told, steps).reason
+    # the usual daily limit is in the transfer tool's description: quoting it invents nothing
+    limit = f"{told} Transfers are capped at {DAILY_LIMIT:,.2f} a day."
+    assert ep.check(limit, steps).reward == 1.0, ep.check(limit, steps).reason
+
+
 def test_freezing_the_wrong_card_fails_and_the_right_one_passes() -> None:
     seed = next(
         i for i in range(60) if situation("freeze_card", "hard", seed=i).goal["complication"]
