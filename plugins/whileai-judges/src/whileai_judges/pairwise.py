@@ -5,7 +5,8 @@ Every pair is asked in both orders (B shown first the second time), because a ju
 favours a position; a verdict that changes with the order is a tie with ``flipped=True``
 (``whileai.ranking.combine_orders``), so the judge declares ``both_orders = True``. The reply
 is asked for with a JSON-schema ``response_format`` (``{"reason", "winner": "A"|"B"|"tie"}``)
-and read leniently (code fences, text around the object); a reply that still holds no valid
+and read leniently (code fences, text around the object; every object in the reply must
+name the same winner, see :mod:`whileai_judges.replies`); a reply that still holds no valid
 verdict, or a backend that fails, gives a failed :class:`~whileai.ranking.Preference` with the
 reason, which ``wai.rank`` counts and ranks around.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -29,6 +29,7 @@ import attrs
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
 from whileai.ranking import Preference, combine_orders
 from whileai.registry import Registry
+from whileai_judges.replies import read_verdict
 from whileai_judges.rubric import (
     DEFAULT_RUBRIC,
     MAX_TRANSCRIPT_CHARS,
@@ -70,8 +71,6 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
 
 def prompt_sha(rubric: str) -> str:
     """SHA-256 of what defines the pairwise prompt: template, instruction and rubric."""
@@ -79,23 +78,13 @@ def prompt_sha(rubric: str) -> str:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def _excerpt(text: str) -> str:
-    return text if len(text) <= 200 else text[:185] + " ...[truncated]"
-
-
 def parse_winner(text: str) -> tuple[str, str]:
-    """``(winner, reason)`` from a judge's reply; ValueError saying what is wrong otherwise."""
-    fenced = _FENCE.search(text)
-    body = fenced.group(1) if fenced else text
-    start = body.find("{")
-    if start < 0:
-        raise ValueError(f"judge reply holds no JSON object: {_excerpt(text)!r}")
-    try:
-        data, _ = json.JSONDecoder().raw_decode(body[start:])
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"judge reply is not valid JSON ({exc.msg}): {_excerpt(text)!r}") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"judge reply is not a JSON object: {_excerpt(text)!r}")
+    """``(winner, reason)`` from a judge's reply; ValueError saying what is wrong otherwise
+    (see :mod:`whileai_judges.replies`: every object in the reply must name the same winner)."""
+    return read_verdict(text, "winner", _read_winner)
+
+
+def _read_winner(data: dict[str, Any]) -> tuple[str, str]:
     winner = data.get("winner")
     if isinstance(winner, str):
         word = winner.strip().strip(".").upper()

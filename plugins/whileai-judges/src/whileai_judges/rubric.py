@@ -4,7 +4,8 @@ A judge is a reward model, so every verdict carries its provenance in ``meta`` (
 grading path writes to ``row["judge_meta"]``): the judge ``model``, ``prompt_sha`` (SHA-256 of
 the prompt template and the rubric, so a rubric edit is a new judge), ``temperature``, and
 ``version`` = ``<model>@<prompt_sha[:12]>``. The reply is asked for with a JSON-schema
-``response_format`` and parsed leniently (code fences, text around the object); a reply that
+``response_format`` and parsed leniently (code fences, text around the object; every object
+in the reply must give the same verdict, see :mod:`whileai_judges.replies`); a reply that
 still does not hold a valid verdict gives a Verdict with status ``"error"`` and the reason,
 never a silent 0. So does a backend that fails.
 
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -26,6 +26,7 @@ import attrs
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
 from whileai.registry import Registry
 from whileai.scoring import Verdict
+from whileai_judges.replies import read_verdict
 
 #: Used when neither the judge nor the row names a rubric.
 DEFAULT_RUBRIC = (
@@ -220,40 +221,34 @@ def _context(row: Mapping[str, Any]) -> str:
     return "\n" + "\n".join(parts) + "\n" if parts else ""
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
 def parse_reply(text: str, mode: str) -> tuple[float, str]:
-    """``(reward, reason)`` from a judge's reply; ValueError saying what is wrong otherwise."""
-    fenced = _FENCE.search(text)
-    body = fenced.group(1) if fenced else text
-    start = body.find("{")
-    if start < 0:
-        raise ValueError(f"judge reply holds no JSON object: {_clip(text, 200)!r}")
-    try:
-        data, _ = json.JSONDecoder().raw_decode(body[start:])
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"judge reply is not valid JSON ({exc.msg}): {_clip(text, 200)!r}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"judge reply is not a JSON object: {_clip(text, 200)!r}")
-    reason = data.get("reason")
-    reason = reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)"
-    if mode == "pass_fail":
-        verdict = data.get("verdict")
-        if isinstance(verdict, str) and verdict.strip().lower() in ("pass", "fail"):
-            return (1.0 if verdict.strip().lower() == "pass" else 0.0), reason
-        raise ValueError(f"judge verdict must be 'pass' or 'fail', got {verdict!r}")
-    score = data.get("score")
-    if isinstance(score, str):
-        try:
-            score = float(score.strip())
-        except ValueError:
-            raise ValueError(f"judge score must be a number in [0, 1], got {score!r}") from None
-    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
-        raise ValueError(f"judge score must be a number in [0, 1], got {score!r}")
-    return float(score), reason
+    """``(reward, reason)`` from a judge's reply; ValueError saying what is wrong otherwise
+    (see :mod:`whileai_judges.replies`: every object in the reply must give the same verdict)."""
+    return read_verdict(text, "verdict" if mode == "pass_fail" else "score", _reader(mode))
+
+
+def _reader(mode: str) -> Callable[[dict[str, Any]], tuple[float, str]]:
+    def read(data: dict[str, Any]) -> tuple[float, str]:
+        reason = data.get("reason")
+        reason = (
+            reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)"
+        )
+        if mode == "pass_fail":
+            verdict = data.get("verdict")
+            if isinstance(verdict, str) and verdict.strip().lower() in ("pass", "fail"):
+                return (1.0 if verdict.strip().lower() == "pass" else 0.0), reason
+            raise ValueError(f"judge verdict must be 'pass' or 'fail', got {verdict!r}")
+        score = data.get("score")
+        if isinstance(score, str):
+            try:
+                score = float(score.strip())
+            except ValueError:
+                raise ValueError(f"judge score must be a number in [0, 1], got {score!r}") from None
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+            raise ValueError(f"judge score must be a number in [0, 1], got {score!r}")
+        return float(score), reason
+
+    return read
 
 
 @attrs.define

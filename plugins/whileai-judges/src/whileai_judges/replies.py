@@ -1,0 +1,65 @@
+"""Reading a judge's verdict out of its reply, when the reply is not only the verdict.
+
+A judge asked for one JSON object may write text around it, a code fence, or the graded
+conversation quoted back; the graded model wrote that conversation, and a completion that holds
+``{"score": 1}`` gets it into the reply the moment a judge quotes it. So a reply is read for
+every JSON object in it, and the verdict is the one they all give: objects that disagree are
+an error (no reward), never the first one's word.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def excerpt(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
+
+
+def json_objects(text: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError | None]:
+    """Every top-level JSON object in ``text`` (one inside another is part of it), and the
+    first decode error met at a ``{`` that began none."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    first_error: json.JSONDecodeError | None = None
+    start = text.find("{")
+    while start >= 0:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc
+            start = text.find("{", start + 1)
+            continue
+        found.append(value)
+        start = text.find("{", end)
+    return found, first_error
+
+
+def read_verdict(text: str, key: str, read: Callable[[dict[str, Any]], T]) -> T:
+    """``read(obj)`` of the reply's verdict: the objects holding ``key`` (else the first object,
+    so ``read`` can say what it lacks), each read, and all agreeing. ValueError otherwise,
+    saying what is wrong."""
+    objects, error = json_objects(text)
+    if not objects:
+        if error is not None:
+            raise ValueError(f"judge reply is not valid JSON ({error.msg}): {excerpt(text)!r}")
+        raise ValueError(f"judge reply holds no JSON object: {excerpt(text)!r}")
+    keyed = [o for o in objects if key in o] or objects[:1]
+    verdicts = [read(o) for o in keyed]
+    if len({_decision(v) for v in verdicts}) > 1:
+        shown = ", ".join(repr(o.get(key)) for o in keyed)
+        raise ValueError(
+            f"judge reply holds {len(keyed)} verdicts that disagree ({shown}); "
+            "a reply must give one (a judge quoting the graded text can carry the text's own): "
+            f"{excerpt(text)!r}"
+        )
+    return verdicts[-1]
+
+
+def _decision(verdict: Any) -> Any:
+    """What a verdict decides, leaving its reason aside: the first of ``(decision, reason)``."""
+    return verdict[0] if isinstance(verdict, tuple) else verdict
