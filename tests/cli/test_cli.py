@@ -311,3 +311,15 @@ def test_a_bad_row_is_named_by_its_file_and_line(
     rows.write_text(json.dumps({**good, "reward": 2}) + "\n")
     code, _, err = cli(capsys, "report", str(rows))
     assert code != 0 and f"{rows}, line 1: reward is 2, outside [0, 1]" in err
+
+
+def test_a_broken_sidecar_is_named_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "run.jsonl"
+    rows.write_text(json.dumps({"prompt": "2+2?", "final_text": "4", "reward": 1.0}) + "\n")
+    side = tmp_path / "run.meta.json"
+    side.write_text('{"run_id": ')
+    code, _, err = cli(capsys, "report", str(rows))
+    assert code != 0
+    assert f"{side} is not a readable whileai run sidecar" in err and "remove it" in err

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from whileai.schema.files import read_jsonl, sidecar_path
+from whileai.schema.files import read_jsonl, read_sidecar, sidecar_path
 from whileai.schema.records import RowError, check_row
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
@@ -40,7 +40,7 @@ def read_run(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             problem = str(exc).removeprefix(f"row {index}").lstrip(": ")
             raise RowError(f"{read.where(index)}: {problem}") from None
     side = sidecar_path(target)
-    meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+    meta = read_sidecar(side) or {}
     return rows, meta
 
 
