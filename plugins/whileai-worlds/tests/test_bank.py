@@ -172,6 +172,7 @@ def test_a_refused_transfer_that_says_why_passes() -> None:
     limits = ep.call("get_limits", {"customer_id": customer}).content
     steps = [{"role": "tool", "content": json.dumps(limits)}]
     assert ep.check("Sorry, that is over your daily limit.", steps).reward == 1.0
+    assert ep.check("I can't: that exceeds what you may send today.", steps).reward == 1.0
     left = f"You can send only {limits['left_today']:,.2f} more today."
     assert ep.check(left, steps).reward == 1.0, ep.check(left, steps).reason
     # said in an earlier turn counts

@@ -239,6 +239,8 @@ def test_a_refused_refund_must_say_why(world: World, reply: str) -> None:
         "It was delivered more than 30 days ago, so I can't refund it.",
         "Refunds are only possible within a 30-day period.",
         "I'm sorry, it is no longer eligible for a refund.",
+        "Our refund policy does not cover this order.",
+        "I'm sorry, the deadline for refunds on this order has passed.",
     ],
 )
 def test_a_refused_refund_that_says_why_passes(world: World, reply: str) -> None:
@@ -246,6 +248,11 @@ def test_a_refused_refund_that_says_why_passes(world: World, reply: str) -> None
     ep = episode(world, sit)
     ep.call("get_order", {"order_id": sit.hidden_state["order_id"]})
     assert ep.check(reply, []).reward == 1.0
+    # how long ago, or on what day, it was delivered is the reason too
+    order = ep.call("get_order", {"order_id": sit.hidden_state["order_id"]}).content
+    days = sit.hidden_state["days_ago"]
+    assert ep.check(f"It was delivered {days} days ago, so I can't.", []).reward == 1.0
+    assert ep.check(f"It was delivered on {order['delivered']}.", []).reward == 1.0
     # the day the window ended, as the order gives it, is a reason too
     ends = ep.call("get_order", {"order_id": sit.hidden_state["order_id"]}).content
     assert ep.check(f"The refund period ended on {ends['refund_window_ends']}.", []).reward == 1.0
@@ -287,6 +294,7 @@ def test_shipped_orders_keep_their_address(world: World) -> None:
     assert result.error == f"order {order_id} has already shipped; its address can no longer change"
     assert ep.check("It has already shipped, sorry.", []).reward == 1.0
     assert ep.check("It is on its way, so I can't change it.", []).reward == 1.0
+    assert ep.check("It is already with the courier, sorry.", []).reward == 1.0
     # refusing without the reason, or with none at all, does not pass
     for reply in ("", "Sorry, I can't do that.", "All done."):
         verdict = ep.check(reply, [])

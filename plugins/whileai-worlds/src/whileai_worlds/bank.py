@@ -779,12 +779,12 @@ def _said(amount: float, text: str) -> bool:
     return any(abs(_value(m) - amount) < 0.005 for m in _AMOUNT.finditer(text))
 
 
-_LIMIT_WORD = re.compile(r"\blimits?\b", re.IGNORECASE)
+_LIMIT_WORD = re.compile(r"\b(?:limits?|exceed\w*|maximum|allowance)\b", re.IGNORECASE)
 
 
 def _told_the_limit(text: str, customer: Mapping[str, Any]) -> bool:
-    """Whether ``text`` gives the reason a transfer is refused: the word limit, or the daily
-    limit or what is left of it today stated as money."""
+    """Whether ``text`` gives the reason a transfer is refused: the limit (or "exceeds", the
+    maximum, the allowance), or the daily limit or what is left of it today stated as money."""
     left = customer["daily_limit"] - customer["sent_today"]
     return bool(
         _LIMIT_WORD.search(text)

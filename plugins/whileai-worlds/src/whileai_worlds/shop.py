@@ -545,10 +545,13 @@ def _goal_summary(outcome: str, order_id: str, address: str, window: int) -> str
 #: Words that give the reason for a refused refund or address change. A refusal must say
 #: why (the goal's "and the agent says so"): a lookup and then silence, or "all done", fails.
 _TOLD_PAST_WINDOW = re.compile(
-    r"\b(?:window|eligib\w*|expired|too late|too long ago)\b", re.IGNORECASE
+    r"\b(?:window|eligib\w*|expired|too late|too long ago|deadline"
+    r"|(?:refund|return)s? (?:policy|period))\b",
+    re.IGNORECASE,
 )
 _TOLD_SHIPPED = re.compile(
-    r"\b(?:shipped|dispatched|in transit|on (?:its|the) way|sent out|out for delivery)\b",
+    r"\b(?:shipped|dispatched|in transit|on (?:its|the) way|sent out|out for delivery"
+    r"|courier|carrier|left (?:our|the) warehouse)\b",
     re.IGNORECASE,
 )
 
@@ -845,15 +848,17 @@ class ShopEpisode:
         )
 
     def _told_past_window(self, text: str, order: Mapping[str, Any]) -> bool:
-        """Whether ``text`` gives the reason a refund is refused: the refund window, its length
-        in days, the day it ended, or the order no longer being eligible. Saying nothing, or
-        "all done", leaves the customer not knowing why."""
-        days = self.refund_window_days
+        """Whether ``text`` gives the reason a refund is refused: the refund window or policy,
+        its length in days, the day it ended, how long ago or on what day the order was
+        delivered, or the order no longer being eligible. Saying nothing, or "all done", leaves
+        the customer not knowing why."""
         ends = self._view(order).get("refund_window_ends")
+        lengths = {self.refund_window_days, self._days_since_delivery(order)}
         return bool(
             _TOLD_PAST_WINDOW.search(text)
-            or re.search(rf"\b{days}(?:-| )?days?\b", text, re.IGNORECASE)
+            or any(re.search(rf"\b{n}(?:-| )?days?\b", text, re.IGNORECASE) for n in lengths)
             or (ends and ends in text)
+            or (order["delivered"] and order["delivered"] in text)
         )
 
     def _other_tracking_told(self, texts: Sequence[str], outcome: str) -> list[str]:
