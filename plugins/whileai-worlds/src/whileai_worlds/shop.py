@@ -7,9 +7,11 @@ notice (the order is past the refund window, has already shipped, or a second or
 transit). The shop also holds the customer's other orders and other customers' orders, so
 acting on the wrong one is possible and caught.
 
-``Episode.check`` grades from the episode's own log of what the tools did (not from the
-transcript, which faults and phrasing make unreliable): the goal state reached and every
-constraint kept, with the reason naming what went wrong.
+``Episode.check`` grades what happened from the episode's own log of what the tools did (not
+from the transcript, which faults and phrasing make unreliable): the goal state reached and
+every constraint kept, with the reason naming what went wrong. The agent's replies are read
+only for what it had to tell the customer (a tracking number, a refusal's reason) and what it
+must not (another order's tracking number).
 
 Policy the agent is told through the tool descriptions: refunds only for delivered orders and
 only within ``refund_window_days`` of delivery; addresses only change before shipping.
