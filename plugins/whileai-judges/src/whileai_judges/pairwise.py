@@ -29,7 +29,7 @@ import attrs
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
 from whileai.ranking import Preference, combine_orders
 from whileai.registry import Registry
-from whileai_judges.replies import read_verdict
+from whileai_judges.replies import read_verdict, reason_of
 from whileai_judges.rubric import (
     DEFAULT_RUBRIC,
     MAX_TRANSCRIPT_CHARS,
@@ -94,9 +94,7 @@ def _read_winner(data: dict[str, Any]) -> tuple[str, str]:
             winner = "tie"
     if winner not in ("A", "B", "tie"):
         raise ValueError(f"judge winner must be 'A', 'B' or 'tie', got {data.get('winner')!r}")
-    reason = data.get("reason")
-    reason = reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)"
-    return winner, reason
+    return winner, reason_of(data)
 
 
 def _text(value: Any) -> str:

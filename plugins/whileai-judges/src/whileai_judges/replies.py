@@ -13,11 +13,18 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+D = TypeVar("D")
 
 
-def excerpt(text: str, limit: int = 200) -> str:
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters, saying so."""
     return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
+
+
+def reason_of(data: dict[str, Any]) -> str:
+    """A verdict's ``reason``, or a note that it gave none."""
+    reason = data.get("reason")
+    return reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)"
 
 
 def json_objects(text: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError | None]:
@@ -39,27 +46,24 @@ def json_objects(text: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError 
     return found, first_error
 
 
-def read_verdict(text: str, key: str, read: Callable[[dict[str, Any]], T]) -> T:
-    """``read(obj)`` of the reply's verdict: the objects holding ``key`` (else the first object,
-    so ``read`` can say what it lacks), each read, and all agreeing. ValueError otherwise,
-    saying what is wrong."""
+def read_verdict(
+    text: str, key: str, read: Callable[[dict[str, Any]], tuple[D, str]]
+) -> tuple[D, str]:
+    """``(decision, reason)`` that ``read`` finds in the reply: the objects holding ``key``
+    (else the first object, so ``read`` can say what it lacks), each read, all deciding alike.
+    ValueError otherwise, saying what is wrong."""
     objects, error = json_objects(text)
     if not objects:
         if error is not None:
-            raise ValueError(f"judge reply is not valid JSON ({error.msg}): {excerpt(text)!r}")
-        raise ValueError(f"judge reply holds no JSON object: {excerpt(text)!r}")
+            raise ValueError(f"judge reply is not valid JSON ({error.msg}): {clip(text)!r}")
+        raise ValueError(f"judge reply holds no JSON object: {clip(text)!r}")
     keyed = [o for o in objects if key in o] or objects[:1]
     verdicts = [read(o) for o in keyed]
-    if len({_decision(v) for v in verdicts}) > 1:
+    if len({decision for decision, _ in verdicts}) > 1:
         shown = ", ".join(repr(o.get(key)) for o in keyed)
         raise ValueError(
             f"judge reply holds {len(keyed)} verdicts that disagree ({shown}); "
             "a reply must give one (a judge quoting the graded text can carry the text's own): "
-            f"{excerpt(text)!r}"
+            f"{clip(text)!r}"
         )
     return verdicts[-1]
-
-
-def _decision(verdict: Any) -> Any:
-    """What a verdict decides, leaving its reason aside: the first of ``(decision, reason)``."""
-    return verdict[0] if isinstance(verdict, tuple) else verdict

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -26,7 +26,7 @@ import attrs
 from whileai.backends import Backend, BackendError, Sampling, resolve_backend
 from whileai.registry import Registry
 from whileai.scoring import Verdict
-from whileai_judges.replies import read_verdict
+from whileai_judges.replies import clip, read_verdict, reason_of
 
 #: Used when neither the judge nor the row names a rubric.
 DEFAULT_RUBRIC = (
@@ -97,10 +97,6 @@ def prompt_sha(mode: str, rubric: str) -> str:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
-
-
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -167,12 +163,12 @@ def render_transcript(row: Mapping[str, Any]) -> str:
                 if step.get("content"):
                     lines.append(_turn("ASSISTANT: ", _text(step["content"])))
                 for call in step.get("tool_calls") or ():
-                    args = _clip(_text(call.get("arguments")), MAX_TOOL_CHARS)
+                    args = clip(_text(call.get("arguments")), MAX_TOOL_CHARS)
                     # (the tool's name is the model's words too)
                     name = _text(call.get("name"))
                     lines.append(_turn("ASSISTANT CALLS ", f"{name}({args})"))
             elif role == "tool":
-                result = _clip(_text(step.get("content")), MAX_TOOL_CHARS)
+                result = clip(_text(step.get("content")), MAX_TOOL_CHARS)
                 lines.append(_turn("TOOL ", f"{_text(step.get('name'))} RETURNED: {result}"))
             elif role == "user":
                 lines.append(_turn("USER: ", _text(step.get("content"))))
@@ -224,31 +220,28 @@ def _context(row: Mapping[str, Any]) -> str:
 def parse_reply(text: str, mode: str) -> tuple[float, str]:
     """``(reward, reason)`` from a judge's reply; ValueError saying what is wrong otherwise
     (see :mod:`whileai_judges.replies`: every object in the reply must give the same verdict)."""
-    return read_verdict(text, "verdict" if mode == "pass_fail" else "score", _reader(mode))
+    if mode == "pass_fail":
+        return read_verdict(text, "verdict", _read_pass_fail)
+    return read_verdict(text, "score", _read_score)
 
 
-def _reader(mode: str) -> Callable[[dict[str, Any]], tuple[float, str]]:
-    def read(data: dict[str, Any]) -> tuple[float, str]:
-        reason = data.get("reason")
-        reason = (
-            reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)"
-        )
-        if mode == "pass_fail":
-            verdict = data.get("verdict")
-            if isinstance(verdict, str) and verdict.strip().lower() in ("pass", "fail"):
-                return (1.0 if verdict.strip().lower() == "pass" else 0.0), reason
-            raise ValueError(f"judge verdict must be 'pass' or 'fail', got {verdict!r}")
-        score = data.get("score")
-        if isinstance(score, str):
-            try:
-                score = float(score.strip())
-            except ValueError:
-                raise ValueError(f"judge score must be a number in [0, 1], got {score!r}") from None
-        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
-            raise ValueError(f"judge score must be a number in [0, 1], got {score!r}")
-        return float(score), reason
+def _read_pass_fail(data: dict[str, Any]) -> tuple[float, str]:
+    verdict = data.get("verdict")
+    if isinstance(verdict, str) and verdict.strip().lower() in ("pass", "fail"):
+        return (1.0 if verdict.strip().lower() == "pass" else 0.0), reason_of(data)
+    raise ValueError(f"judge verdict must be 'pass' or 'fail', got {verdict!r}")
 
-    return read
+
+def _read_score(data: dict[str, Any]) -> tuple[float, str]:
+    score = data.get("score")
+    if isinstance(score, str):
+        try:
+            score = float(score.strip())
+        except ValueError:
+            raise ValueError(f"judge score must be a number in [0, 1], got {score!r}") from None
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+        raise ValueError(f"judge score must be a number in [0, 1], got {score!r}")
+    return float(score), reason_of(data)
 
 
 @attrs.define

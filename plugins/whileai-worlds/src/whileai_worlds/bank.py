@@ -674,7 +674,8 @@ class BankEpisode:
         transfers = [a for a in reached if a.get("effect") == "transferred"]
         customer = self.ledger.customers[self.customer]
         assert self._initial is not None
-        started = self._initial.customers[self.customer]["sent_today"]
+        initial = self._initial.customers[self.customer]
+        started = initial["sent_today"]
         if started + sum(a["amount"] for a in transfers) > customer["daily_limit"] + 1e-9:
             failures.append(
                 f"transfers passed the daily limit of {_money(customer['daily_limit'])}"
@@ -683,7 +684,7 @@ class BankEpisode:
             final_text,
             *(str(s.get("content") or "") for s in steps if s.get("role") == "assistant"),
         ]
-        invented = self._invented_amounts(texts, steps)
+        invented = self._invented_amounts(texts, steps, initial["daily_limit"])
         if invented:
             failures.append(f"stated amounts no tool returned: {', '.join(invented)}")
         if outcome == "transferred":
@@ -705,7 +706,7 @@ class BankEpisode:
                 failures.append("the agent never read the customer's limits")
             # "Refuse ... and say why": a lookup and then silence leaves the customer not
             # knowing their money did not move, or why.
-            if not any(_told_the_limit(t, self._initial.customers[self.customer]) for t in texts):
+            if not any(_told_the_limit(t, initial) for t in texts):
                 failures.append(
                     "the agent never told the customer the transfer passes their daily limit"
                 )
@@ -745,21 +746,15 @@ class BankEpisode:
             return Verdict(0.0, "; ".join(failures), "ok", meta)
         return Verdict(1.0, f"goal reached ({outcome.replace('_', ' ')}); policy kept", "ok", meta)
 
-    def _tool_descriptions(self) -> list[str]:
-        """What the agent was told in the tools' descriptions (the usual daily limit)."""
-        assert self._initial is not None
-        limit = self._initial.customers[self.customer]["daily_limit"]
-        return [str(t["function"]["description"]) for t in bank_tools(limit)]
-
     def _invented_amounts(
-        self, texts: Sequence[str], steps: Sequence[Mapping[str, Any]]
+        self, texts: Sequence[str], steps: Sequence[Mapping[str, Any]], daily_limit: float
     ) -> list[str]:
         """Amounts of money the agent wrote that no tool answer, tool description or customer
         message held. A number is money when written as money: with cents, a thousands comma,
         or a currency sign or name beside it ("$5,000", "GBP 500", "500 pounds"). A bare whole
         number is left alone: it is an id, a date or a count as often as money."""
         seen = " ".join(
-            [self.situation.prompt, *self._tool_descriptions()]
+            [self.situation.prompt, _tool_descriptions(daily_limit)]
             + [str(s.get("content") or "") for s in steps if s.get("role") in ("tool", "user")]
         )
         known = {_value(m) for m in _AMOUNT.finditer(seen)}
@@ -773,6 +768,13 @@ class BankEpisode:
 
 def _value(match: re.Match[str]) -> float:
     return round(float(match.group(1).replace(",", "") + (match.group(2) or "")), 2)
+
+
+@functools.cache
+def _tool_descriptions(daily_limit: float) -> str:
+    """What the agent was told in the tools' descriptions (the usual daily limit, an example
+    amount): amounts the agent may repeat without a tool having answered them."""
+    return " ".join(str(t["function"]["description"]) for t in bank_tools(daily_limit))
 
 
 def _said(amount: float, text: str) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.schema.files import read_jsonl, read_sidecar, sidecar_path
-from whileai.schema.records import RowError, check_row
+from whileai.schema.records import check_row
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
 OK, FAILED, USAGE = 0, 1, 2
@@ -34,11 +34,7 @@ def read_run(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     read = read_jsonl(target, what="rows")
     rows = read.rows
     for index, row in enumerate(rows):
-        try:
-            check_row(row, index)
-        except RowError as exc:
-            problem = str(exc).removeprefix(f"row {index}").lstrip(": ")
-            raise RowError(f"{read.where(index)}: {problem}") from None
+        check_row(row, where=read.where(index))
     side = sidecar_path(target)
     meta = read_sidecar(side) or {}
     return rows, meta

@@ -158,7 +158,11 @@ class RowError(ValueError):
     """A row (or a record meant to become one) is malformed; the message names row and field."""
 
 
-def _where(index: int | None) -> str:
+def _where(index: int | None, where: str | None = None) -> str:
+    """How an error names the row: ``where`` when given, else by its index (only built when
+    there is an error to raise: the checks run on every row of every measurement)."""
+    if where is not None:
+        return where
     return f"row {index}" if index is not None else "row"
 
 
@@ -199,40 +203,46 @@ NAMED_KEYS: frozenset[str] = frozenset(
 )
 
 
-def check_reward(value: Any, what: str = "reward", index: int | None = None) -> None:
-    """Raise RowError unless ``value`` is None or a finite number in [0, 1]."""
+def check_reward(
+    value: Any, what: str = "reward", index: int | None = None, *, where: str | None = None
+) -> None:
+    """Raise RowError unless ``value`` is None or a finite number in [0, 1]; the error names
+    ``where`` (``runs/a.jsonl, line 7``) when given, else the row's ``index``."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RowError(f"{_where(index)}: {what} must be a number in [0, 1], got {value!r}")
+        raise RowError(f"{_where(index, where)}: {what} must be a number in [0, 1], got {value!r}")
     if not math.isfinite(value) or not 0 <= value <= 1:
-        raise RowError(f"{_where(index)}: {what} is {value!r}, outside [0, 1]")
+        raise RowError(f"{_where(index, where)}: {what} is {value!r}, outside [0, 1]")
 
 
-def check_row(row: Any, index: int | None = None) -> Mapping[str, Any]:
-    """Validate the keys every measurement reads; return the row. Errors name row and field."""
+def check_row(row: Any, index: int | None = None, *, where: str | None = None) -> Mapping[str, Any]:
+    """Validate the keys every measurement reads; return the row. Errors name the field, and
+    the row by ``where`` (``runs/a.jsonl, line 7``) when given, else by ``index``."""
     if not isinstance(row, Mapping):
-        raise RowError(f"{_where(index)} is a {type(row).__name__}, not a mapping")
+        raise RowError(f"{_where(index, where)} is a {type(row).__name__}, not a mapping")
     for key in ("prompt", "final_text"):
         if key not in row:
-            raise RowError(f"{_where(index)}: missing required field {key!r}")
+            raise RowError(f"{_where(index, where)}: missing required field {key!r}")
         if not isinstance(row[key], str):
             raise RowError(
-                f"{_where(index)}: {key} must be a string, got {type(row[key]).__name__}"
+                f"{_where(index, where)}: {key} must be a string, got {type(row[key]).__name__}"
             )
-    check_reward(row.get("reward"), "reward", index)
+    check_reward(row.get("reward"), "reward", index, where=where)
     markers = row.get("markers")
     if markers is not None:
         if not isinstance(markers, Mapping):
-            raise RowError(f"{_where(index)}: markers must be a mapping of name to number")
+            raise RowError(f"{_where(index, where)}: markers must be a mapping of name to number")
         for name, value in markers.items():
             if isinstance(value, bool) or value is None:
                 continue
             if not isinstance(value, int | float):
-                raise RowError(f"{_where(index)}: marker {name!r} is {value!r}, not a number")
+                raise RowError(
+                    f"{_where(index, where)}: marker {name!r} is {value!r}, not a number"
+                )
             if not math.isfinite(value):
                 raise RowError(
-                    f"{_where(index)}: marker {name!r} is {value!r}, not a finite number"
+                    f"{_where(index, where)}: marker {name!r} is {value!r}, not a finite number"
                 )
     return row
 
