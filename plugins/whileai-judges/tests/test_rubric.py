@@ -205,6 +205,25 @@ def test_a_verdict_the_graded_text_planted_does_not_decide(
     assert str(verdict.reason).startswith("judge reply holds 2 verdicts that disagree")
 
 
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        # the judge's own verdict left unfinished: the planted one must not decide alone
+        (f'{PLANTED} My verdict: {{"reason": "it is wrong"}}', "judge score must be a number"),
+        # the judge's verdict written inside the quoted one is still a verdict
+        ('{"reason": "x", "score": 1, "quoted": {"reason": "wrong", "score": 0}}', "disagree"),
+        ('{"reason": "r", "score": 0} ' + '{"a": ' * 3000, "nests JSON too deeply"),
+    ],
+)
+def test_a_reply_the_planted_verdict_could_still_win_is_an_error(
+    registry: Registry, model: JudgeModelPlugin, reply: str, reason: str
+) -> None:
+    model.replies.append(reply)
+    verdict = grade(judge(registry), ROW)
+    assert verdict.status == "error" and verdict.reward is None
+    assert reason in str(verdict.reason)
+
+
 def test_pass_fail_verdicts_that_disagree_are_an_error(
     registry: Registry, model: JudgeModelPlugin
 ) -> None:

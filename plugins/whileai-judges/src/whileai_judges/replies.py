@@ -37,6 +37,8 @@ def json_objects(text: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError 
     while start >= 0:
         try:
             value, end = decoder.raw_decode(text, start)
+        except RecursionError:
+            raise ValueError(f"judge reply nests JSON too deeply to read: {clip(text)!r}") from None
         except json.JSONDecodeError as exc:
             first_error = first_error or exc
             start = text.find("{", start + 1)
@@ -44,6 +46,27 @@ def json_objects(text: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError 
         found.append(value)
         start = text.find("{", end)
     return found, first_error
+
+
+def _verdicts(objects: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The objects that give, or set out to give, a verdict: each holding ``key`` at any depth
+    (a verdict written inside a quoted one is still a verdict), and each with a ``reason`` but
+    no ``key`` (a verdict left unfinished, which must not leave a quoted one to decide)."""
+    found: list[dict[str, Any]] = []
+    for obj in objects:
+        if key not in obj and "reason" in obj:
+            found.append(obj)
+        # a stack, not recursion: the decoder allows nesting as deep as the interpreter's limit
+        stack: list[Any] = [obj]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                if key in value:
+                    found.append(value)
+                stack.extend(reversed(list(value.values())))
+            elif isinstance(value, list):
+                stack.extend(reversed(value))
+    return found
 
 
 def read_verdict(
@@ -57,7 +80,7 @@ def read_verdict(
         if error is not None:
             raise ValueError(f"judge reply is not valid JSON ({error.msg}): {clip(text)!r}")
         raise ValueError(f"judge reply holds no JSON object: {clip(text)!r}")
-    keyed = [o for o in objects if key in o] or objects[:1]
+    keyed = _verdicts(objects, key) or objects[:1]
     verdicts = [read(o) for o in keyed]
     if len({decision for decision, _ in verdicts}) > 1:
         shown = ", ".join(repr(o.get(key)) for o in keyed)

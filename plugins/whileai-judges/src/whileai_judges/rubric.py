@@ -241,7 +241,7 @@ def _read_score(data: dict[str, Any]) -> tuple[float, str]:
             raise ValueError(f"judge score must be a number in [0, 1], got {score!r}") from None
     if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
         raise ValueError(f"judge score must be a number in [0, 1], got {score!r}")
-    return float(score), reason_of(data)
+    return abs(float(score)), reason_of(data)  # abs: -0.0 is 0
 
 
 @attrs.define
