@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import enum
 import json
+import math
 import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import whileai as wai
-from whileai.schema.export import NEVER_EXPORTED, export_row, step_messages, strip_private
+from whileai.schema.export import (
+    _OUTSIDE,
+    NEVER_EXPORTED,
+    export_line,
+    export_row,
+    step_messages,
+    strip_private,
+)
 from whileai.schema.files import row_line
+from whileai.schema.jsonline import dumps_exact, line_of
 from whileai.schema.reserved import compact_name, unescaped
 
 COMPACT = {compact_name(k) for k in NEVER_EXPORTED}
@@ -474,3 +486,155 @@ def test_escaped_white_space_is_read_out_of_a_name_as_the_pattern_reads_it(text:
 
     by_pattern = re.sub(r"\\+[ntrfb]", "", text)
     assert _without_escaped_separators(text) == re.sub(r"\\+", r"\\", by_pattern)
+
+
+# -- one encoding per row: export_line writes exactly what export_row's walk and the standard
+# library's encoder would have written, read back; the bytes test that lets it skip the walk
+# never calls clean a text the walk would change
+
+
+def shares_a_container(a: Any, b: Any) -> bool:
+    """Whether any dict or list of ``a`` is one of ``b``'s (an export must be a copy)."""
+    seen: set[int] = set()
+
+    def ids(value: Any) -> None:
+        if isinstance(value, dict | list):
+            seen.add(id(value))
+            for item in value.values() if isinstance(value, dict) else value:
+                ids(item)
+
+    ids(b)
+
+    def walk(value: Any) -> bool:
+        if isinstance(value, dict | list):
+            if id(value) in seen:
+                return True
+            return any(walk(v) for v in (value.values() if isinstance(value, dict) else value))
+        return False
+
+    return walk(a)
+
+
+planted_values = st.sampled_from(
+    [
+        {"status": STATUS, "expected": REFERENCE},
+        f"expected {REFERENCE!r}, the order is {STATUS}",
+        [STATUS.upper(), REFERENCE],
+        {STATUS: REFERENCE, "other": STATUS},
+        {"orders": {"A1": {"status": STATUS, "tracking": "1Z99"}}, "note": "fine"},
+        "nothing to see",
+    ]
+)
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> dict[str, Any]:
+    """A row as a run writes it: episode, accounting and carried fields holding anything a
+    document may (reserved names in any spelling, JSON inside JSON), with or without a
+    privileged block whose values the fields may hold in any encoding."""
+    value = draw(planted_values)
+    for layer in draw(st.lists(st.sampled_from(sorted(LAYERS)), max_size=3)):
+        value = LAYERS[layer](value)
+    steps = [
+        {"role": "assistant", "content": draw(st.text(max_size=20))},
+        {"role": "tool", "tool_call_id": "c1", "name": "lookup", "content": draw(spelled_docs)},
+    ]
+    row: dict[str, Any] = {
+        "prompt": "Where is my order?",
+        "final_text": "It ships today.",
+        "steps": steps,
+        "messages": [{"role": "user", "content": "Where is my order?"}],
+        "scenario_dimensions": {"intent": draw(st.sampled_from(["track", "refund"]))},
+        "usage": {"input_tokens": draw(st.integers(0, 9)), "cost_usd": 0.25},
+        "markers": draw(any_docs),
+        draw(st.sampled_from(["world_state", "reason", "judge_meta", "error", "notes"])): value,
+        "carried": draw(spelled_docs),
+    }
+    if draw(st.booleans()):
+        row["privileged"] = {"reference": REFERENCE, "hidden_state": {"status": STATUS}}
+    if draw(st.booleans()):
+        row["vector"] = [0.5, 0.25]
+    return row
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows())
+def test_the_line_and_the_copy_are_the_walks_export(row: dict[str, Any]) -> None:
+    exported, line = export_line(row)
+    walked = export_row(row)
+    assert exported == walked
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == walked
+    assert not shares_a_container(exported, row)
+    if "privileged" in row:
+        assert leaked(line.decode()) == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(spelled_docs)
+def test_a_text_the_bytes_test_calls_clean_is_one_the_walk_leaves_as_it_is(doc: Any) -> None:
+    written = orjson.dumps(doc)
+    if _OUTSIDE.holds_none_encoded(written):
+        assert strip_private(doc) == doc
+        assert _OUTSIDE.holds_none(json.dumps(doc, ensure_ascii=False))
+    if reserved_keys_in(doc):
+        assert not _OUTSIDE.holds_none_encoded(written)
+
+
+def test_the_bytes_test_reads_a_name_spelled_apart_escaped_or_in_any_case() -> None:
+    for clean in ({"order": "A1"}, ["hidden", "state of things"], {"ref": "erence"}):
+        assert _OUTSIDE.holds_none_encoded(orjson.dumps(clean)), clean
+    for held in (
+        {"Hidden-State": 1},
+        {"x": json.dumps({"rubric": 1})},
+        {"x": json.dumps(json.dumps({"re\nference": 1}))},
+        {"x": "{'REFERENCE': 1}"},
+        {"x": "priv\tileged=1"},
+        {"x": "refer\u00a0ence"},  # a non-ASCII separator: read as text
+        {"\x1f": "vector"},
+    ):
+        assert not _OUTSIDE.holds_none_encoded(orjson.dumps(held)), held
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+#: Values orjson writes otherwise than ``json`` does, or not at all: each line falls back to
+#: ``json``, so what is read back is what was always read back.
+ODD = [
+    {"reward": math.nan},
+    {"logprob": -math.inf},
+    {"pair": (1, 2)},
+    {"tags": {"b", "a"}},
+    {"at": dt.datetime(2026, 12, 3, 23, 0, tzinfo=dt.UTC)},
+    {"big": 2**70},
+    {1: "one"},
+    {"colour": Colour.RED},
+    {"lone": "\ud800"},
+]
+
+
+def test_values_orjson_would_write_otherwise_fall_back_to_json() -> None:
+    for value in ODD:
+        assert dumps_exact(value) is None, value
+        try:
+            expected = (json.dumps(value, ensure_ascii=False, default=str) + "\n").encode()
+        except UnicodeEncodeError:
+            continue
+        assert line_of(value) == expected, value
+
+
+def test_a_line_orjson_writes_reads_back_to_the_value() -> None:
+    value = {
+        "a": [1, 2.5, 1e-05, 1e16, -0.0, True, None],
+        "s": 'é \u2028 \x01 "q"',
+        "l": Level.HIGH,
+    }
+    line = line_of(value)
+    assert line == orjson.dumps(value) + b"\n"
+    assert json.loads(line) == value

@@ -27,7 +27,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from whileai.schema.answer_key import AnswerKey, answer_key
+from whileai.schema.jsonline import dumps_exact, line_of
 from whileai.schema.reserved import Stripper
 
 PRIVILEGED_KEYS: frozenset[str] = frozenset(
@@ -147,6 +150,37 @@ def export_row(row: Mapping[str, Any]) -> dict[str, Any]:
             prefix = _INSIDE.value(messages[: -len(tail)])
             cleaned["messages"] = [*prefix, *step_messages(cleaned["steps"])]
     return cleaned
+
+
+def export_line(row: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """``export_row(row)`` and the JSONL line a run writes for it (UTF-8, newline ended).
+
+    A row whose JSON text holds no reserved name in any spelling or escape (the test of
+    :meth:`~whileai.schema.reserved.Stripper.holds_none`) has nothing for either stripper
+    to remove, and steps left as they were keep their messages: its export is the row
+    without its top-level reserved fields, masked by value, and one encoding gives both the
+    line and (read back) the copy. Any other row takes :func:`export_row`'s walk.
+    """
+    key = answer_key(row)
+    body = {name: value for name, value in row.items() if not _OUTSIDE.reserved(name)}
+    exact = dumps_exact(body)
+    if exact is None or not _OUTSIDE.holds_none_encoded(exact[0]):
+        exported = export_row(row)
+        return exported, line_of(exported)
+    text, copy = exact
+    if key:
+        by_value = {
+            name: value
+            for name, value in copy.items()
+            if name not in EPISODE_FIELDS and name not in ACCOUNTING_FIELDS
+        }
+        if by_value:
+            masked = key.mask(by_value, written=orjson.dumps(by_value).decode())
+            if masked is not by_value:
+                placed = {n: _BY_VALUE if n in by_value else v for n, v in copy.items()}
+                exported = _in_row_order(placed, dict(masked))
+                return exported, line_of(exported)
+    return copy, text + b"\n"
 
 
 #: Where a field masked by value stands in the row until its masked name and value are known.

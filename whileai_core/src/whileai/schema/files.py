@@ -16,7 +16,8 @@ from typing import IO, Any
 
 import attrs
 
-from whileai.schema.export import export_row
+from whileai.schema.export import export_line
+from whileai.schema.jsonline import STDLIB
 from whileai.schema.records import RowError
 
 SIDECAR_SUFFIX = ".meta.json"
@@ -32,17 +33,7 @@ def sidecar_path(output: str | os.PathLike[str]) -> Path:
 
 def row_line(row: Mapping[str, Any]) -> str:
     """One exported row as a JSONL line."""
-    return exported_line(export_row(row))
-
-
-#: json.dumps(..., ensure_ascii=False, default=str), built once: dumps with options builds an
-#: encoder per call, a tenth of the time of writing a short row
-_LINE = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def exported_line(exported: Mapping[str, Any]) -> str:
-    """A row ``export_row`` already made, as a JSONL line."""
-    return _LINE.encode(exported) + "\n"
+    return export_line(row)[1].decode()
 
 
 class RowWriter:
@@ -57,12 +48,15 @@ class RowWriter:
         #: the byte offset the next line starts at
         self.offset = self._file.seek(0, os.SEEK_END)
 
-    def write(self, row: Mapping[str, Any], *, exported: Mapping[str, Any] | None = None) -> int:
-        """Append ``row`` as it may leave memory (``exported``, when the caller already made
-        it with ``export_row``); returns the byte offset its line starts at."""
+    def write(self, row: Mapping[str, Any]) -> int:
+        """Append ``row`` as it may leave memory; returns the byte offset its line starts at."""
+        return self.write_line(export_line(row)[1])
+
+    def write_line(self, line: bytes) -> int:
+        """Append one line :func:`~whileai.schema.export.export_line` made; returns the byte
+        offset it starts at."""
         if self._file is None:
             raise ValueError(f"{self.path} is closed")
-        line = (exported_line(exported) if exported is not None else row_line(row)).encode()
         # One write per row: a kill leaves either the whole line or a partial last line.
         self._file.write(line)
         self._file.flush()
@@ -269,14 +263,14 @@ def sidecar_text(content: Any, depth: int = 0) -> str:
     cost (a report lists every group's rollouts: 0.3 MB for 2,000 situations)."""
     if depth < 2 and isinstance(content, Mapping) and content:
         if not all(type(k) is str for k in content):
-            return _LINE.encode(content)
+            return STDLIB.encode(content)
         pad = "  " * (depth + 1)
         items = [
             f"{pad}{json.dumps(k, ensure_ascii=False)}: {sidecar_text(v, depth + 1)}"
             for k, v in content.items()
         ]
         return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
-    return _LINE.encode(content)
+    return STDLIB.encode(content)
 
 
 def read_sidecar(path: str | os.PathLike[str]) -> dict[str, Any] | None:

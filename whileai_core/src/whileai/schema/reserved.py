@@ -74,6 +74,7 @@ class Stripper:
         )
         self._mention = re.compile(rf"(?:{spelled})", re.IGNORECASE)
         self._needles = tuple(_spellings(n)[0] for n in sorted(self.names))
+        self._encoded_names = tuple(n.encode() for n in sorted(self.names))
         # keys and short texts repeat from row to row (field names, model names, run ids, the
         # head of the system prompt): what each became is remembered, a bounded number of
         # them, the memory cleared when full so a long-lived process keeps the current run's
@@ -92,6 +93,29 @@ class Stripper:
             if needle in lowered:
                 return False
         return not _spelled_apart(lowered, self.names)
+
+    def holds_none_encoded(self, written: bytes) -> bool:
+        """:meth:`holds_none` for JSON text as UTF-8 bytes (orjson's): on ASCII text the same
+        test in bytes operations, which run at C speed where the text's ``translate`` maps
+        every character through a dict; other text is decoded and read by :meth:`holds_none`."""
+        if not written.isascii():
+            return self.holds_none(written.decode())
+        # (one byte's search first: a two-byte one scans at a third of memchr's speed)
+        if b"\\" in written and (b"\\u" in written or b"\\x" in written):
+            return False
+        # on ASCII text the only separators are ASCII ones, and lower() is str.lower()
+        compact = written.lower().translate(None, _ASCII_SEPARATORS)
+        if b"\\" in compact:
+            # _without_escaped_separators, in bytes
+            while b"\\\\" in compact:
+                compact = compact.replace(b"\\\\", b"\\")
+            for escape in (b"\\n", b"\\t", b"\\r", b"\\f", b"\\b"):
+                compact = compact.replace(escape, b"")
+        # a plain loop: twice as fast as all() over a generator on these few names
+        for name in self._encoded_names:  # noqa: SIM110
+            if name in compact:
+                return False
+        return True
 
     def reserved(self, key: Any) -> bool:
         return isinstance(key, str) and compact_name(key) in self.names
@@ -216,6 +240,10 @@ class Stripper:
 _SEPARATORS = str.maketrans(
     dict.fromkeys([c for c in map(chr, range(0x3001)) if c.isspace()] + ["_", "-"])
 )
+
+
+#: The same for ASCII bytes, for ``bytes.translate``'s delete argument.
+_ASCII_SEPARATORS = bytes(c for c in range(128) if chr(c).isspace() or chr(c) in "_-")
 
 
 def _spelled_apart(lowered: str, names: frozenset[str]) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.executors import privileged_block
-from whileai.schema.export import export_row
+from whileai.schema.export import export_line
 from whileai.schema.files import RowWriter
 from whileai.schema.rowlist import RowList
 from whileai.schema.stored import StoredRows
@@ -43,10 +43,10 @@ class FinishedRows:
     def add(self, row: dict[str, Any]) -> dict[str, Any]:
         """Take one finished trajectory: export it (once), write it or keep it, count it.
         Returns the exported row; with a writer nothing else holds it."""
-        exported = export_row(row)
+        exported, line = export_line(row)
         if self.writer is not None:
             # on disk before anything else can fail: a row that was played is never lost
-            self._offsets.append(self.writer.write(row, exported=exported))
+            self._offsets.append(self.writer.write_line(line))
         else:
             self._kept.append(row)
             self._exported.append(exported)

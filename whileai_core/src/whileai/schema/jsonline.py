@@ -1,0 +1,45 @@
+"""Rows as JSON text, encoded by orjson where it writes exactly what the row holds.
+
+A run writes every row it plays, so the encoder is on its hot path: the standard library's
+C encoder takes about 58 µs for a 4.4 KB row here, orjson about 5. orjson is not a drop-in
+replacement, though: it writes ``NaN`` and infinities as ``null``, a datetime in its own
+format rather than its ``str()``, and refuses integers past 64 bits, keys that are not
+strings and strings with lone surrogates. So its text is used only when it reads back as a
+value equal to the one encoded (the check is the decode the export needs anyway, for its
+copy); anything else is written by ``json`` exactly as before (``ensure_ascii=False``,
+``default=str``). Both are JSON that ``json.loads`` reads back to the same row; orjson's is
+compact (no space after ``,`` and ``:``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+#: json.dumps(..., ensure_ascii=False, default=str), built once: dumps with options builds an
+#: encoder per call, a tenth of the time of writing a short row
+STDLIB = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def dumps_exact(value: Any) -> tuple[bytes, Any] | None:
+    """``value`` as orjson writes it, and that text read back (a fresh copy, equal to
+    ``value``); None when orjson cannot write it or what it wrote reads back as something
+    else (a NaN, a tuple, a set or an object written by its ``str()``)."""
+    try:
+        text = orjson.dumps(value, default=str)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    copy = orjson.loads(text)
+    if copy != value:
+        return None
+    return text, copy
+
+
+def line_of(value: Any) -> bytes:
+    """``value`` as one JSONL line, UTF-8: orjson's text when it is exact, json's otherwise."""
+    exact = dumps_exact(value)
+    if exact is not None:
+        return exact[0] + b"\n"
+    return (STDLIB.encode(value) + "\n").encode()
