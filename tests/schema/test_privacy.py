@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import whileai as wai
+from whileai.schema.answer_key import AnswerKey, answer_key
 from whileai.schema.export import (
     _OUTSIDE,
     NEVER_EXPORTED,
@@ -594,6 +595,44 @@ def test_the_bytes_test_reads_a_name_spelled_apart_escaped_or_in_any_case() -> N
         {"\x1f": "vector"},
     ):
         assert not _OUTSIDE.holds_none_encoded(orjson.dumps(held)), held
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(planted_values, min_size=1, max_size=8))
+def test_masking_string_by_string_masks_as_the_whole_text_does(values: list[Any]) -> None:
+    row = {
+        "prompt": "Where is my order?",
+        "privileged": {"reference": REFERENCE, "hidden_state": {"status": STATUS}},
+    }
+    key = answer_key(row)
+    # the same key over several rows, as a situation's rollouts use it: what it remembers
+    # from one row never changes the next
+    for value in values:
+        copy = json.loads(json.dumps(value))
+        assert key.mask_strings(copy) == key.mask(copy)
+        assert key.mask_strings(copy) == AnswerKey(key.values, key.numbers).mask_strings(copy)
+
+
+def test_a_key_remembers_a_bounded_number_of_strings_and_masks_past_it() -> None:
+    key = answer_key({"prompt": "p", "privileged": {"reference": REFERENCE}})
+    many = {f"order {i}": f"{REFERENCE} {i}" for i in range(600)}
+    masked = key.mask_strings(many)
+    assert masked == key.mask(many)
+    assert all(v == f"*** {i}" for i, v in enumerate(masked.values()))
+    assert len(key._masked) <= 128
+    long = {"log": "x" * 200 + REFERENCE}
+    assert key.mask_strings(long) == {"log": "x" * 200 + "***"}
+    assert long["log"] not in key._masked
+    # nothing changed: the very value comes back, so the export keeps its one encoding
+    clean = {"orders": ["A1", {"status": "delivered"}]}
+    assert key.mask_strings(clean) is clean
+
+
+def test_keys_masked_alike_stay_apart_as_the_whole_text_keeps_them() -> None:
+    key = answer_key({"prompt": "p", "privileged": {"hidden_state": {"a": STATUS, "b": REFERENCE}}})
+    value = {STATUS: 1, REFERENCE: 2, "***": 3, "***#2": 4}
+    assert key.mask_strings(value) == key.mask(value)
+    assert list(key.mask_strings(value)) == ["***", "***#2", "***#3", "***#4"]
 
 
 class Colour(enum.Enum):

@@ -43,6 +43,12 @@ MIN_CUT = 12
 
 FACT_FIELDS: tuple[str, ...] = ("hidden_state", "goal")
 
+#: How many strings an answer key remembers the masking of, and how long one may be: room for
+#: the strings of a world's state (a shop's: about 45 distinct), and at most some 60 MB over
+#: the keys a process keeps (one a situation, the latest 1,024: ``_cached_key``).
+_REMEMBERED_STRINGS = 128
+_REMEMBERED_LENGTH = 128
+
 
 @attrs.frozen
 class AnswerKey:
@@ -56,6 +62,11 @@ class AnswerKey:
     _candidates: dict[int, tuple[_Needle, ...]] = attrs.field(
         factory=dict, init=False, eq=False, repr=False
     )
+
+    #: each short string :meth:`mask_strings` masked, and what it became: a situation's
+    #: rollouts write the same ids, names and statuses again (a bounded number, cleared when
+    #: full, so a key kept for a long run holds the strings of its latest rows)
+    _masked: dict[str, str] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.values or self.numbers)
@@ -109,6 +120,102 @@ class AnswerKey:
             candidates = tuple(n for v in self.values for n in _needles(v) if n.marks & ~marks == 0)
             self._candidates[marks] = candidates
         return [n for n in candidates if n.text in (written if n.exact_case else lowered)]
+
+    def mask_strings(self, value: Any) -> Any:
+        """:meth:`mask` for a value of JSON's own kinds (what ``json.loads`` returns), read
+        string by string: the strings this key has not masked before are masked together in
+        one text, and what each became is remembered for the next rows (a situation's
+        rollouts write the same ids, names and statuses again).
+
+        The same masking as :meth:`mask`: there every match is inside one JSON string, and
+        what decides it (the string's text, the characters either side of the match within
+        it, the quotes that bound it) is all in that string's own JSON text. The same object
+        when nothing changed."""
+        if not self:
+            return value
+        if self.numbers:
+            # a number is compared where it stands: the whole value's walk does that
+            return self.mask(value)
+        memo = self._masked
+        strings: set[str] = set()
+        if not _collect_strings(value, strings):
+            return self.mask(value)
+        new = [text for text in strings if text not in memo]
+        if not new:
+            return self._strings_masked(value, memo)
+        if len(memo) + len(new) > _REMEMBERED_STRINGS:
+            # full: start again with this row's strings
+            memo.clear()
+            new = list(strings)
+        masked = self.mask(new)
+        # a row with more strings than are remembered, or long ones, reads a table of its
+        # own; what the memory takes of it stays within its bounds
+        fits = len(new) <= _REMEMBERED_STRINGS
+        table = memo if fits and all(len(t) <= _REMEMBERED_LENGTH for t in new) else {}
+        for text, became in zip(new, masked, strict=True):
+            became = text if became == text else became
+            table[text] = became
+            if table is not memo and fits and len(text) <= _REMEMBERED_LENGTH:
+                memo[text] = became
+        if table is not memo:
+            table.update((text, became) for text, became in memo.items() if text not in table)
+        return self._strings_masked(value, table)
+
+    def _strings_masked(self, value: Any, table: Mapping[str, str]) -> Any:
+        """``value`` with each string (keys too) as ``table`` says it is masked."""
+        if type(value) is dict:
+            out: dict[Any, Any] = {}
+            changed = False
+            for key, item in value.items():
+                shown = table[key] if type(key) is str else key
+                if shown in out:
+                    # two keys masked alike stay two entries, as mask() keeps them
+                    n = 2
+                    while f"{MASK}#{n}" in out:
+                        n += 1
+                    shown = f"{MASK}#{n}"
+                kind = type(item)
+                if kind is str:
+                    masked = table[item]
+                elif kind is dict or kind is list:
+                    masked = self._strings_masked(item, table)
+                else:
+                    masked = item
+                if shown is not key or masked is not item:
+                    changed = True
+                out[shown] = masked
+            return out if changed else value
+        if type(value) is list:
+            items = [self._strings_masked(item, table) for item in value]
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                return items
+            return value
+        if type(value) is str:
+            return table[value]
+        return value
+
+
+def _collect_strings(value: Any, into: set[str]) -> bool:
+    """Add every string of ``value`` (keys too) to ``into``; False when ``value`` holds
+    anything but JSON's own kinds (dict with string keys, list, str, int, float, bool,
+    None), which only :meth:`AnswerKey.mask` reads."""
+    kind = type(value)
+    if kind is str:
+        into.add(value)
+        return True
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            into.add(key)
+            if type(item) is str:
+                into.add(item)
+            elif not _collect_strings(item, into):
+                return False
+        return True
+    if kind is list:
+        return all(_collect_strings(item, into) for item in value)
+    return kind is int or kind is float or kind is bool or value is None
 
 
 @attrs.frozen

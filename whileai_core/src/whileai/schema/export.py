@@ -27,8 +27,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from whileai.schema.answer_key import AnswerKey, answer_key
 from whileai.schema.jsonline import dumps_exact, line_of
 from whileai.schema.reserved import Stripper
@@ -175,7 +173,7 @@ def export_line(row: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
             if name not in EPISODE_FIELDS and name not in ACCOUNTING_FIELDS
         }
         if by_value:
-            masked = key.mask(by_value, written=orjson.dumps(by_value).decode())
+            masked = key.mask_strings(by_value)
             if masked is not by_value:
                 placed = {n: _BY_VALUE if n in by_value else v for n, v in copy.items()}
                 exported = _in_row_order(placed, dict(masked))
