@@ -372,8 +372,9 @@ def _distinct_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
 def answer_key(row: Mapping[str, Any]) -> AnswerKey:
     """The answer key of ``row``: empty when it holds no privileged block."""
     held = row.get("privileged")
-    if not isinstance(held, Mapping) or not held:
-        # no block, no key (what the situation shows only ever takes values out of one)
+    if not isinstance(held, Mapping) or not any(_leaves(value) for value in held.values()):
+        # no block, or one with no value in it (a situation with an empty hidden state): no
+        # key (what the situation shows only ever takes values out of one)
         return _NO_KEY
     try:
         # what the key is made of, as text: a situation's rollouts share it, so it is made
