@@ -476,6 +476,7 @@ def test_what_a_stripper_remembers_never_changes_what_it_strips(docs: list[Any])
         assert seasoned.value(doc) == seasoned.value(doc)
     # and what it remembers stays bounded
     assert len(seasoned._fates) <= 2048 and len(seasoned._clean) <= 2048
+    assert len(seasoned._named) <= 2048
 
 
 @settings(max_examples=500, deadline=None)

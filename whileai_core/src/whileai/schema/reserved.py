@@ -80,6 +80,9 @@ class Stripper:
         # them, the memory cleared when full so a long-lived process keeps the current run's
         self._fates: dict[str, tuple[bool, str]] = {}
         self._clean: set[str] = set()
+        #: whether each key met is a reserved name: a row's thirty-odd field names are asked
+        #: on every row it exports
+        self._named: dict[str, bool] = {}
 
     def holds_none(self, written: str) -> bool:
         """Whether ``written``, a value as ``json.dumps`` writes it, surely holds no reserved
@@ -118,6 +121,14 @@ class Stripper:
         return True
 
     def reserved(self, key: Any) -> bool:
+        if type(key) is str:
+            named = self._named.get(key)
+            if named is None:
+                named = compact_name(key) in self.names
+                if len(self._named) >= _REMEMBERED:
+                    self._named.clear()
+                self._named[key] = named
+            return named
         return isinstance(key, str) and compact_name(key) in self.names
 
     def value(self, value: Any) -> Any:
