@@ -26,9 +26,9 @@ Three more lines, each labelled: whileai keeping its rows in memory only (no fil
 for like, for information); the shop world multi-turn with tools and faults, writing its
 rows, against the bare ceiling of writing those same rows (``json.dumps`` and a flushed write
 per row, nothing else; a labelled line gives the stricter ceiling of orjson, which whileai
-writes its lines with, doing the same); and that shop run against Inspect AI samples that call a tool (its
-mockllm asks for the tool until the tool answers, the tool failing one call in five, on the
-same setting), both writing their output.
+writes its lines with, doing the same); and that shop run against Inspect AI samples that
+call a tool (its mockllm asks for the tool until the tool answers, the tool failing one call
+in five, on the same setting), both writing their output.
 """
 
 from __future__ import annotations

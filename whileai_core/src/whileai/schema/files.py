@@ -48,10 +48,6 @@ class RowWriter:
         #: the byte offset the next line starts at
         self.offset = self._file.seek(0, os.SEEK_END)
 
-    def write(self, row: Mapping[str, Any]) -> int:
-        """Append ``row`` as it may leave memory; returns the byte offset its line starts at."""
-        return self.write_line(export_line(row)[1])
-
     def write_line(self, line: bytes) -> int:
         """Append one line :func:`~whileai.schema.export.export_line` made; returns the byte
         offset it starts at."""

@@ -109,11 +109,7 @@ class Stripper:
         # on ASCII text the only separators are ASCII ones, and lower() is str.lower()
         compact = written.lower().translate(None, _ASCII_SEPARATORS)
         if b"\\" in compact:
-            # _without_escaped_separators, in bytes
-            while b"\\\\" in compact:
-                compact = compact.replace(b"\\\\", b"\\")
-            for escape in (b"\\n", b"\\t", b"\\r", b"\\f", b"\\b"):
-                compact = compact.replace(escape, b"")
+            compact = _without_escaped_separators(compact.decode("ascii")).encode("ascii")
         # a plain loop: twice as fast as all() over a generator on these few names
         for name in self._encoded_names:  # noqa: SIM110
             if name in compact:
