@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
+from hashlib import sha256
 from typing import Any
 
 
 def derive_seed(seed: int, *parts: Any) -> int:
     """A stable 32-bit seed from the run seed and a path of names (no Python hash salt)."""
-    text = "|".join([str(seed), *map(str, parts)])
+    text = "|".join(map(str, (seed, *parts)))
     # the digest's first four bytes, big-endian: its first eight hex digits read as a number
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
+    return int.from_bytes(sha256(text.encode()).digest()[:4], "big")

@@ -44,11 +44,31 @@ _CELL = json.JSONEncoder(sort_keys=True, default=str)
 
 
 def _scenario_id(
-    world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int
+    world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int, cell: str
 ) -> str:
-    cell = _CELL.encode({k: v for k, v in spec.items() if k not in ("arm", "selection_reason")})
     digest = hashlib.sha256(f"{world.name}|{index}|{cell}|{phrasing}|{seed}".encode()).hexdigest()
     return f"{world.name}-{index:03d}-p{phrasing}-{digest[:8]}"
+
+
+def _cell(spec: Mapping[str, Any], written: dict[Any, str]) -> str:
+    """The spec's cell as its scenario ids are hashed from, each distinct cell encoded once
+    per plan (``written``): a plan draws thousands of situations from a few cells. Only cells
+    of strings, integers, booleans and None are remembered, by value and type (``1`` and
+    ``True`` are equal keys but two cells; ``0.0`` and ``-0.0`` would be too, so floats are
+    encoded each time)."""
+    key: Any = None
+    if all(type(v) in _PLAIN for v in spec.values()):
+        key = tuple((k, type(v), v) for k, v in spec.items())
+        cell = written.get(key)
+        if cell is not None:
+            return cell
+    cell = _CELL.encode({k: v for k, v in spec.items() if k not in ("arm", "selection_reason")})
+    if key is not None:
+        written[key] = cell
+    return cell
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def plan_from_specs(
@@ -56,6 +76,7 @@ def plan_from_specs(
 ) -> list[PlannedSituation]:
     """One plan per (spec, phrasing); the specs take situation indices from ``start``."""
     plans = []
+    cells: dict[Any, str] = {}
     for i, spec in enumerate(specs, start=start):
         arm = spec.pop("arm", None)
         reason = spec.pop("selection_reason", None)
@@ -68,7 +89,7 @@ def plan_from_specs(
                 PlannedSituation(
                     i,
                     p,
-                    _scenario_id(world, i, spec, p, params.seed),
+                    _scenario_id(world, i, spec, p, params.seed, _cell(spec, cells)),
                     dict(spec),
                     situation,
                     None if arm is None else str(arm),

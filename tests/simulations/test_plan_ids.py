@@ -1,0 +1,123 @@
+"""A situation's scenario id and seeds come from the run's seed, the world and the situation's
+cell alone: the same in every process and every release, so a run started by one release
+resumes under the next. Here each is recomputed from its recipe (SHA-256 of the parts, ``|``
+between them) for cells whose values are equal in Python but not in JSON (``1``, ``True``,
+``1.0``, ``"1"``, ``0.0`` and ``-0.0``), which a plan must keep apart."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import whileai as wai
+from whileai import hookimpl
+from whileai.registry import Registry
+from whileai.scoring import Verdict
+from whileai.testing import ScriptedBackend
+from whileai.worlds import FaultPlan, Situation, ToolResult
+
+LEVELS = [1, True, 1.0, "1", 0.0, -0.0, None, [1, 2]]
+
+
+class Echo:
+    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        return ToolResult(None, error=f"no tool {name}")
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def faults(self) -> list[dict[str, Any]]:
+        return []
+
+    def check(self, final_text: str, steps: Sequence[Mapping[str, Any]]) -> Verdict:
+        return Verdict(1.0)
+
+
+class Levels:
+    """A world whose one dimension takes values JSON tells apart and Python does not all."""
+
+    name = "levels"
+    version = "1"
+    default_fault_rate = 0.0
+
+    def tools(self) -> list[dict[str, Any]]:
+        return []
+
+    def dimensions(self) -> dict[str, list[Any]]:
+        return {"level": LEVELS}
+
+    def template_situation(
+        self, spec: Mapping[str, Any], rng: random.Random, phrasing: int = 0
+    ) -> Situation:
+        return Situation(
+            situation_id=f"s{rng.random()}", prompt=f"Level {spec['level']!r}, wording {phrasing}"
+        )
+
+    def new_episode(
+        self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
+    ) -> Echo:
+        return Echo()
+
+
+class LevelsPlugin:
+    @hookimpl
+    def whileai_register_worlds(self, register: Any) -> None:
+        register("levels", Levels)
+
+
+def digest(*parts: Any) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
+
+
+def test_scenario_ids_and_seeds_follow_their_recipe_for_every_kind_of_cell_value() -> None:
+    seed = 11
+    data = wai.simulate(
+        registry=Registry.from_plugins(LevelsPlugin()),
+        agent_model=lambda messages: "Done.",
+        user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
+        simulator="template",
+        unique_situations=3 * len(LEVELS),
+        requests_per_situation=2,
+        rollouts_per_request=1,
+        max_turns=1,
+        seed=seed,
+        advanced={"world": "levels"},
+    )
+    rows = list(data.rows)
+    assert len(rows) == 6 * len(LEVELS)
+    levels_seen = set()
+    for row in rows:
+        index, phrasing = row["lineage"]["situation"], row["lineage"]["phrasing"]
+        cell = json.dumps(row["scenario_dimensions"], sort_keys=True, default=str)
+        levels_seen.add(json.dumps(row["scenario_dimensions"]["level"]))
+        expected = digest("levels", index, cell, phrasing, seed)[:8]
+        assert row["scenario_id"] == f"levels-{index:03d}-p{phrasing}-{expected}", row
+        # the situation's seed: the first four bytes of the digest, big-endian
+        assert row["seed"] == int(digest(seed, "situation", index)[:8], 16)
+    # every value was drawn, none read as another equal to it in Python
+    assert levels_seen == {json.dumps(v) for v in LEVELS}
+
+
+def test_phrasings_of_one_situation_share_its_seed_and_differ_in_id() -> None:
+    data = wai.simulate(
+        registry=Registry.from_plugins(LevelsPlugin()),
+        agent_model=lambda messages: "Done.",
+        user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
+        simulator="template",
+        unique_situations=4,
+        requests_per_situation=3,
+        rollouts_per_request=1,
+        max_turns=1,
+        seed=2,
+        advanced={"world": "levels"},
+    )
+    by_situation: dict[int, list[dict[str, Any]]] = {}
+    for row in data.rows:
+        by_situation.setdefault(row["lineage"]["situation"], []).append(row)
+    assert len(by_situation) == 4
+    for rows in by_situation.values():
+        assert len({r["seed"] for r in rows}) == 1
+        assert len({r["scenario_id"] for r in rows}) == 3
