@@ -101,28 +101,34 @@ class SituationVectors(Mapping[str, "array[float]"]):
 
     def __init__(self) -> None:
         self._taken: dict[str, array[float]] = {}
-        self._deferred: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        # two maps rather than one of (prompt, dimensions) pairs: a pair per situation would be
+        # one more object for the garbage collector to walk in every full pass of a long run
+        self._deferred: dict[str, str] = {}
+        self._deferred_dimensions: dict[str, Mapping[str, Any]] = {}
         self._last: tuple[str, array[float]] | None = None
 
     def put(self, scenario_id: str, vector: Sequence[float]) -> None:
         self._deferred.pop(scenario_id, None)
+        self._deferred_dimensions.pop(scenario_id, None)
         self._last = None
         self._taken[scenario_id] = array("d", vector)
 
     def defer(self, scenario_id: str, prompt: str, dimensions: Mapping[str, Any]) -> None:
         self._taken.pop(scenario_id, None)
         self._last = None
-        self._deferred[scenario_id] = (prompt, dimensions)
+        self._deferred[scenario_id] = prompt
+        self._deferred_dimensions[scenario_id] = dimensions
 
     def __getitem__(self, scenario_id: str) -> array[float]:
         taken = self._taken.get(scenario_id)
         if taken is not None:
             return taken
-        prompt, dimensions = self._deferred[scenario_id]
+        prompt = self._deferred[scenario_id]
         last = self._last
         if last is not None and last[0] == scenario_id:
             return last[1]
-        vector = array("d", situation_vector(situation_text(prompt, dimensions)))
+        text = situation_text(prompt, self._deferred_dimensions[scenario_id])
+        vector = array("d", situation_vector(text))
         self._last = (scenario_id, vector)
         return vector
 
