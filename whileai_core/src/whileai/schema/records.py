@@ -198,6 +198,7 @@ JUDGMENT_KEYS: tuple[str, ...] = tuple(_field_names(Judgment))
 _READ_TASK = operator.attrgetter(*TASK_KEYS)
 _READ_ROLLOUT = operator.attrgetter(*ROLLOUT_KEYS)
 _READ_JUDGMENT = operator.attrgetter(*JUDGMENT_KEYS)
+_RECORD_KEYS = (*TASK_KEYS, *ROLLOUT_KEYS, *JUDGMENT_KEYS)
 NAMED_KEYS: frozenset[str] = frozenset(
     {*TASK_KEYS, *ROLLOUT_KEYS, *JUDGMENT_KEYS, "markers", "schema_version"}
 )
@@ -295,14 +296,18 @@ def to_row(
     for what in ("reward", "llm_reward", "gold_reward", "quality"):
         check_reward(getattr(judgment, what), what, index)
     row: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
-    for record, keys, read in (
-        (task, TASK_KEYS, _READ_TASK),
-        (rollout, ROLLOUT_KEYS, _READ_ROLLOUT),
-        (judgment, JUDGMENT_KEYS, _READ_JUDGMENT),
-    ):
-        for key, value in zip(keys, read(record), strict=True):
-            if value is not None or key in ALWAYS_WRITTEN:
-                row[key] = value
+    # one comprehension over the three records' fields: a run builds a row per rollout
+    row.update(
+        {
+            key: value
+            for key, value in zip(
+                _RECORD_KEYS,
+                (*_READ_TASK(task), *_READ_ROLLOUT(rollout), *_READ_JUDGMENT(judgment)),
+                strict=True,
+            )
+            if value is not None or key in ALWAYS_WRITTEN
+        }
+    )
     marker_map = _marker_map(markers, index) if markers else {}
     if marker_map:
         row["markers"] = marker_map
