@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.schema.answer_key import AnswerKey, answer_key
-from whileai.schema.jsonline import dumps_exact, line_of
+from whileai.schema.jsonline import dumps_exact, line_of, line_of_loaded
 from whileai.schema.reserved import Stripper
 
 PRIVILEGED_KEYS: frozenset[str] = frozenset(
@@ -176,8 +176,9 @@ def export_line(row: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
             masked = key.mask_strings(by_value)
             if masked is not by_value:
                 placed = {n: _BY_VALUE if n in by_value else v for n, v in copy.items()}
+                # made of the copy's values and masked strings: orjson writes it exactly
                 exported = _in_row_order(placed, dict(masked))
-                return exported, line_of(exported)
+                return exported, line_of_loaded(exported)
     return copy, text + b"\n"
 
 
