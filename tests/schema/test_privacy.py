@@ -630,6 +630,21 @@ def test_a_key_remembers_a_bounded_number_of_strings_and_masks_past_it() -> None
     assert key.mask_strings(clean) is clean
 
 
+def test_a_key_that_remembers_every_string_still_masks_what_json_does_not_hold() -> None:
+    key = answer_key({"prompt": "p", "privileged": {"reference": REFERENCE}})
+    seen = {"status": STATUS, "note": f"{REFERENCE} ok"}
+    key.mask_strings(seen)
+    # the same strings, in a tuple, under a key that is not a string, or by a number: not
+    # JSON's kinds, so not read from what the key remembers but masked as mask() masks them
+    for odd in (
+        {"pair": (STATUS, f"{REFERENCE} ok")},
+        {1: f"{REFERENCE} ok"},
+        {"status": STATUS, "when": dt.date(2026, 12, 4)},
+    ):
+        assert key.mask_strings(odd) == key.mask(odd), odd
+    assert key.mask_strings(seen) == {"status": STATUS, "note": "*** ok"}
+
+
 def test_keys_masked_alike_stay_apart_as_the_whole_text_keeps_them() -> None:
     key = answer_key({"prompt": "p", "privileged": {"hidden_state": {"a": STATUS, "b": REFERENCE}}})
     value = {STATUS: 1, REFERENCE: 2, "***": 3, "***#2": 4}
@@ -679,3 +694,24 @@ def test_a_line_orjson_writes_reads_back_to_the_value() -> None:
     line = line_of(value)
     assert line == orjson.dumps(value) + b"\n"
     assert json.loads(line) == value
+
+
+def test_a_situations_key_is_the_one_its_block_makes_whatever_the_block_holds() -> None:
+    # keys are remembered by what they are made of, written by orjson where that reads back
+    # exactly and by json otherwise: two blocks that write alike must make the same key
+    from whileai.schema.answer_key import _key_of, _public_face
+
+    blocks = [{"reference": value} for value in ODD] + [
+        {"reference": [math.nan, STATUS]},
+        {"reference": [None, STATUS]},
+        {"reference": (STATUS, REFERENCE)},
+        {"reference": [STATUS, REFERENCE]},
+        {"hidden_state": {"status": STATUS, "level": Level.HIGH}},
+        {"hidden_state": {"status": STATUS, "code": 1}, "goal": {"flag": True}},
+        {"hidden_state": {"status": STATUS, "code": True}, "goal": {"flag": 1}},
+        {"hidden_state": {"empty": [], "none": None}, "goal": {}},
+    ]
+    for block in blocks * 2:  # the second pass reads what the first remembered
+        row = {"prompt": "Where is order A1?", "scenario_dimensions": {"x": 1}, "privileged": block}
+        # (by repr: a key of a NaN holds a NaN, which equals nothing)
+        assert repr(answer_key(row)) == repr(_key_of(block, _public_face(row))), block

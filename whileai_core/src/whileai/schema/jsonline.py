@@ -23,12 +23,12 @@ import orjson
 STDLIB = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
-def dumps_exact(value: Any) -> tuple[bytes, Any] | None:
-    """``value`` as orjson writes it, and that text read back (a fresh copy, equal to
-    ``value``); None when orjson cannot write it or what it wrote reads back as something
-    else (a NaN, a tuple, a set or an object written by its ``str()``)."""
+def dumps_exact(value: Any, option: int = 0) -> tuple[bytes, Any] | None:
+    """``value`` as orjson writes it (with its ``option`` flags), and that text read back (a
+    fresh copy, equal to ``value``); None when orjson cannot write it or what it wrote reads
+    back as something else (a NaN, a tuple, a set or an object written by its ``str()``)."""
     try:
-        text = orjson.dumps(value, default=str)
+        text = orjson.dumps(value, default=str, option=option)
     except (TypeError, orjson.JSONEncodeError):
         return None
     copy = orjson.loads(text)
