@@ -29,7 +29,7 @@ from whileai.schema.export import (
 )
 from whileai.schema.files import row_line
 from whileai.schema.jsonline import dumps_exact, line_of
-from whileai.schema.reserved import compact_name, unescaped
+from whileai.schema.reserved import Stripper, compact_name, unescaped
 
 COMPACT = {compact_name(k) for k in NEVER_EXPORTED}
 #: the reserved names and how else a writer spells them
@@ -715,3 +715,12 @@ def test_a_situations_key_is_the_one_its_block_makes_whatever_the_block_holds() 
         row = {"prompt": "Where is order A1?", "scenario_dimensions": {"x": 1}, "privileged": block}
         # (by repr: a key of a NaN holds a NaN, which equals nothing)
         assert repr(answer_key(row)) == repr(_key_of(block, _public_face(row))), block
+
+
+def test_a_rows_top_level_loses_reserved_names_in_any_spelling_read_or_remembered() -> None:
+    stripper = Stripper(NEVER_EXPORTED)
+    row = {"Privileged": 1, "x": 2, 3: 4, "hidden-state": 5, "Vector ": 6, "REFERENCE": 7}
+    for _ in range(2):  # the second time from what the stripper remembers
+        top = stripper.unreserved(row)
+        assert top == {"x": 2, 3: 4}
+        assert top is not row

@@ -159,7 +159,7 @@ def export_line(row: Mapping[str, Any]) -> tuple[dict[str, Any], bytes]:
     without its top-level reserved fields, masked by value, and one encoding gives both the
     line and (read back) the copy. Any other row takes :func:`export_row`'s walk.
     """
-    body = {name: value for name, value in row.items() if not _OUTSIDE.reserved(name)}
+    body = _OUTSIDE.unreserved(row)
     exact = dumps_exact(body)
     if exact is None or not _OUTSIDE.holds_none_encoded(exact[0]):
         exported = export_row(row)

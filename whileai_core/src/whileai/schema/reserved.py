@@ -127,6 +127,20 @@ class Stripper:
             return named
         return isinstance(key, str) and compact_name(key) in self.names
 
+    def unreserved(self, mapping: Mapping[Any, Any]) -> dict[Any, Any]:
+        """A shallow copy of ``mapping`` without its reserved keys (its values as they are):
+        a row's top level, where the names repeat from row to row and are read from what the
+        stripper remembers without a call for each."""
+        named = self._named
+        out = {}
+        for key, value in mapping.items():
+            reserved = named.get(key) if type(key) is str else None
+            if reserved is None:
+                reserved = self.reserved(key)
+            if not reserved:
+                out[key] = value
+        return out
+
     def value(self, value: Any) -> Any:
         """A copy of ``value`` without reserved keys (``value`` itself when it held none)."""
         kind = type(value)

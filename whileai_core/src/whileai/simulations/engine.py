@@ -195,6 +195,10 @@ def _warn_once(warnings: list[str], message: str) -> None:
         warnings.append(message)
 
 
+#: The usage counts the progress line adds up as a run's tokens.
+_COUNTED_TOKENS = ("input_tokens", "output_tokens", "user_input_tokens", "user_output_tokens")
+
+
 async def _execute(
     jobs: Sequence[Job],
     executor: Any,
@@ -225,18 +229,13 @@ async def _execute(
             if state.batch is not None:
                 state.batch.append(row)
             usage = row.get("usage") or {}
+            tokens = 0
+            for counted in _COUNTED_TOKENS:
+                tokens += int(usage.get(counted) or 0)
             state.progress.advance(
                 retries=int(usage.get("retries") or 0),
                 error=bool(row.get("error")),
-                tokens=sum(
-                    int(usage.get(k) or 0)
-                    for k in (
-                        "input_tokens",
-                        "output_tokens",
-                        "user_input_tokens",
-                        "user_output_tokens",
-                    )
-                ),
+                tokens=tokens,
                 waited_s=float(usage.get("waited_s") or 0.0),
             )
             if observed:
