@@ -23,6 +23,7 @@ import json
 import re
 import urllib.parse
 from collections.abc import Mapping
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
 import attrs
@@ -263,7 +264,7 @@ class _Needle:
             "surely_inside",
             '"' not in self.text
             and "\\" not in self.text
-            and any(c not in _OUTSIDE_STRINGS for c in self.text),
+            and not _OUTSIDE_STRINGS.issuperset(self.text),
         )
 
 
@@ -273,7 +274,7 @@ _MARKS: tuple[str, ...] = ("\\", "%", "+")
 
 def _marks_of(text: str) -> int:
     """Which of :data:`_MARKS` ``text`` holds, as bits."""
-    return sum(1 << i for i, mark in enumerate(_MARKS) if mark in text)
+    return ("\\" in text) | ("%" in text) << 1 | ("+" in text) << 2
 
 
 #: Every character a JSON text (as ``json.dumps`` writes it) may hold outside its strings, in
@@ -499,18 +500,30 @@ def _public_face(row: Mapping[str, Any]) -> str:
 def forms(value: str) -> set[str]:
     """How ``value`` may read once written into JSON, JSON inside JSON, a repr, a URL or a
     ``\\u``-escaped dump."""
-    once = json.dumps(value)[1:-1]
+    # (json's own string encoders, which json.dumps of a string calls after setting up an
+    # encoder: a situation's key writes each of its values in every form)
+    once = encode_basestring_ascii(value)[1:-1]
     found = {
         value,
         once,
-        json.dumps(value, ensure_ascii=False)[1:-1],
-        json.dumps(once)[1:-1],
+        encode_basestring(value)[1:-1],
+        encode_basestring_ascii(once)[1:-1],
         repr(value)[1:-1],
-        "".join(f"\\u{ord(c):04x}" for c in value),
+        _u_escaped(value),
         urllib.parse.quote(value, safe=""),
         urllib.parse.quote_plus(value),
     }
     return {f for f in found if f}
+
+
+def _u_escaped(value: str) -> str:
+    """Every character of ``value`` as ``\\u`` and its code point in four (or more) hex
+    digits."""
+    if value.isascii():
+        # one hex pair per byte: each character's four digits are two zeros and its pair
+        digits = value.encode().hex()
+        return "".join(["\\u00" + digits[i : i + 2] for i in range(0, len(digits), 2)])
+    return "".join([f"\\u{ord(c):04x}" for c in value])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -536,7 +549,7 @@ def _needles(value: str) -> tuple[_Needle, ...]:
     exact_case = len(value) < MIN_LINE
 
     def inside(piece: str) -> str:
-        escaped = json.dumps(piece, ensure_ascii=False)[1:-1]
+        escaped = encode_basestring(piece)[1:-1]
         return escaped if exact_case else escaped.lower()
 
     out = {_Needle(inside(form), exact_case) for form in forms(value)}
