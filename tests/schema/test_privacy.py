@@ -724,3 +724,22 @@ def test_a_rows_top_level_loses_reserved_names_in_any_spelling_read_or_remembere
         top = stripper.unreserved(row)
         assert top == {"x": 2, 3: 4}
         assert top is not row
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=30))
+def test_every_form_of_a_value_is_how_json_repr_and_urls_write_it(value: str) -> None:
+    from whileai.schema.answer_key import forms
+
+    once = json.dumps(value)[1:-1]
+    expected = {
+        value,
+        once,
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(once)[1:-1],
+        repr(value)[1:-1],
+        "".join(f"\\u{ord(c):04x}" for c in value),
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value),
+    }
+    assert forms(value) == {f for f in expected if f}
