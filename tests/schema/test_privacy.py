@@ -743,3 +743,18 @@ def test_every_form_of_a_value_is_how_json_repr_and_urls_write_it(value: str) ->
         urllib.parse.quote_plus(value),
     }
     assert forms(value) == {f for f in expected if f}
+
+
+def test_cache_keys_tell_apart_what_orjson_writes_alike_and_match_equal_mappings() -> None:
+    from whileai.schema.jsonline import key_text
+
+    assert key_text({"a": 1, "b": [2]}) == key_text({"b": [2], "a": 1})
+    for one, other in (
+        ([math.nan], [None]),
+        ([(1, 2)], [[1, 2]]),
+        ([{"x": True}], [{"x": 1}]),
+        ([Colour.RED], ["red"]),
+    ):
+        assert key_text(one) != key_text(other), (one, other)
+    assert key_text({1: "a"}) == json.dumps({1: "a"}, sort_keys=True)
+    assert key_text([object()]) is None

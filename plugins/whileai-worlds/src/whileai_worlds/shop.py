@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import json
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any, ClassVar
 import attrs
 
 from whileai.faults import BLOCKING_KINDS, coerce_fault_plan
+from whileai.schema.jsonline import key_text
 from whileai.scoring import Verdict
 from whileai.worlds import FaultPlan, Situation, ToolResult
 from whileai_worlds import shop_text
@@ -276,7 +276,7 @@ class ShopWorld:
     version: str = "3"
     #: the shop of each recent situation: every rollout of a situation plays the same shop
     #: (its orders drawn from the situation's own seed), so it is drawn once and copied
-    _shops: dict[str, dict[str, dict[str, Any]]] = attrs.field(
+    _shops: dict[str | bytes, dict[str, dict[str, Any]]] = attrs.field(
         factory=dict, init=False, eq=False, repr=False
     )
 
@@ -505,13 +505,8 @@ class ShopWorld:
 
     def _orders_for(self, situation: Situation) -> dict[str, dict[str, Any]]:
         """A fresh copy of ``situation``'s shop (:func:`build_orders`)."""
-        try:
-            basis = json.dumps(
-                [situation.situation_id, situation.hidden_state, situation.goal],
-                sort_keys=True,
-                ensure_ascii=False,
-            )
-        except (TypeError, ValueError):
+        basis = key_text([situation.situation_id, situation.hidden_state, situation.goal])
+        if basis is None:
             return build_orders(situation)
         orders = self._shops.get(basis)
         if orders is None:

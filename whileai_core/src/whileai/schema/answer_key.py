@@ -27,9 +27,8 @@ from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
 import attrs
-import orjson
 
-from whileai.schema.jsonline import dumps_exact
+from whileai.schema.jsonline import key_text
 from whileai.schema.reserved import MASK
 
 #: Lines of a multi-line reference (a test suite) shorter than this are not masked on their own.
@@ -400,15 +399,9 @@ def answer_key(row: Mapping[str, Any]) -> AnswerKey:
         # key (what the situation shows only ever takes values out of one)
         return _NO_KEY
     # what the key is made of, as text: a situation's rollouts share it, so it is made once
-    # per situation rather than once per row. orjson writes it where it reads back exactly
-    # (a tenth of json's time, on every row a run exports); json where it does not
-    parts = [held, row.get("prompt"), row.get("scenario_dimensions")]
-    exact = dumps_exact(parts, orjson.OPT_SORT_KEYS)
-    if exact is not None:
-        return _cached_key(exact[0])
-    try:
-        basis = json.dumps(parts, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError, RecursionError):
+    # per situation rather than once per row
+    basis = key_text([held, row.get("prompt"), row.get("scenario_dimensions")])
+    if basis is None:
         return _key_of(held, _public_face(row))
     return _cached_key(basis)
 

@@ -54,3 +54,16 @@ def line_of_loaded(value: Any) -> bytes:
         return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
     except (TypeError, orjson.JSONEncodeError):
         return line_of(value)
+
+
+def key_text(value: Any) -> str | bytes | None:
+    """``value`` as text a cache can be keyed by (keys sorted, so equal mappings key alike):
+    orjson's where it reads back exactly, json's where it does not (so two values that orjson
+    would write alike, a NaN and a None, never share a key), None when neither can write it."""
+    exact = dumps_exact(value, orjson.OPT_SORT_KEYS)
+    if exact is not None:
+        return exact[0]
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return None
