@@ -121,3 +121,26 @@ def test_phrasings_of_one_situation_share_its_seed_and_differ_in_id() -> None:
     for rows in by_situation.values():
         assert len({r["seed"] for r in rows}) == 1
         assert len({r["scenario_id"] for r in rows}) == 3
+
+
+def test_one_registry_serves_a_loop_of_runs_each_planned_as_a_fresh_one_would_be() -> None:
+    # what docs/parameters.md tells a loop of short runs: build the registry once, pass it
+    registry = Registry.from_plugins(LevelsPlugin())
+
+    def run(registry: Registry) -> list[tuple[str, int, float]]:
+        data = wai.simulate(
+            registry=registry,
+            agent_model=lambda messages: "Done.",
+            user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
+            simulator="template",
+            unique_situations=5,
+            rollouts_per_request=2,
+            max_turns=1,
+            seed=4,
+            advanced={"world": "levels"},
+        )
+        return [(r["scenario_id"], r["seed"], r["reward"]) for r in data.rows]
+
+    first = run(registry)
+    assert run(registry) == run(registry) == first
+    assert run(Registry.from_plugins(LevelsPlugin())) == first
