@@ -211,6 +211,9 @@ class InProcessExecutor:
         finished: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
         in_flight: set[asyncio.Future[dict[str, Any]]] = set()
         starting = True
+        # bound once: a task is made and announced for every job of the run
+        loop = asyncio.get_running_loop()
+        announce = finished.put_nowait
 
         def start_more() -> None:
             nonlocal starting
@@ -222,9 +225,9 @@ class InProcessExecutor:
                 if job is None:
                     starting = False
                     break
-                task = asyncio.ensure_future(runner.run(job))
+                task = loop.create_task(runner.run(job))
                 in_flight.add(task)
-                task.add_done_callback(finished.put_nowait)
+                task.add_done_callback(announce)
 
         try:
             start_more()
