@@ -10,6 +10,7 @@ world's live episode.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -211,9 +212,12 @@ class InProcessExecutor:
         finished: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
         in_flight: set[asyncio.Future[dict[str, Any]]] = set()
         starting = True
-        # bound once: a task is made and announced for every job of the run
+        # bound once: a task is made and announced for every job of the run. The announcement
+        # reads no context variable, so it runs in one empty context rather than a copy of
+        # the caller's made for each job (a callback runs alone, never inside another)
         loop = asyncio.get_running_loop()
         announce = finished.put_nowait
+        quiet = contextvars.Context()
 
         def start_more() -> None:
             nonlocal starting
@@ -227,7 +231,7 @@ class InProcessExecutor:
                     break
                 task = loop.create_task(runner.run(job))
                 in_flight.add(task)
-                task.add_done_callback(announce)
+                task.add_done_callback(announce, context=quiet)
 
         try:
             start_more()
