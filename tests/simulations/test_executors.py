@@ -186,3 +186,26 @@ def test_asimulate_has_simulates_signature() -> None:
 
     assert inspect.signature(wai.asimulate).parameters == inspect.signature(wai.simulate).parameters
     assert "advanced" in inspect.signature(wai.asimulate).parameters
+
+
+def test_each_rollout_has_a_context_of_its_own_for_what_its_backend_sets() -> None:
+    # a backend that keeps per-call state in a context variable (a tracer's span, say) must
+    # find it unset at every rollout's start, however many run at once
+    import contextvars
+
+    from whileai.testing import ScriptedBackend
+
+    current: contextvars.ContextVar[str | None] = contextvars.ContextVar("current", default=None)
+    seen: list[str | None] = []
+
+    def answer(messages: Any, tools: Any) -> str:
+        seen.append(current.get())
+        current.set(str(messages[-1]["content"]))
+        return "Done."
+
+    agent = ScriptedBackend("agent:traced", answer)
+    advanced = {**d.BASE["advanced"], "max_concurrency": 8}
+    data = run(agent_model=agent, unique=6, repeats=4, max_turns=1, advanced=advanced)
+    assert len(list(data.rows)) == 24
+    assert seen == [None] * 24
+    assert current.get() is None
