@@ -8,58 +8,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-from collections.abc import Mapping, Sequence
 from typing import Any
+
+import attrs
+import sim_doubles as d
 
 import whileai as wai
 from whileai import hookimpl
 from whileai.registry import Registry
-from whileai.scoring import Verdict
 from whileai.testing import ScriptedBackend
-from whileai.worlds import FaultPlan, Situation, ToolResult
 
 LEVELS = [1, True, 1.0, "1", 0.0, -0.0, None, [1, 2]]
 
 
-class Echo:
-    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        return ToolResult(None, error=f"no tool {name}")
+@attrs.define
+class Levels(d.TinyShop):
+    """The tiny shop drawn over a dimension whose values JSON tells apart and Python does not
+    all."""
 
-    def state(self) -> dict[str, Any]:
-        return {}
-
-    def faults(self) -> list[dict[str, Any]]:
-        return []
-
-    def check(self, final_text: str, steps: Sequence[Mapping[str, Any]]) -> Verdict:
-        return Verdict(1.0)
-
-
-class Levels:
-    """A world whose one dimension takes values JSON tells apart and Python does not all."""
-
-    name = "levels"
-    version = "1"
-    default_fault_rate = 0.0
-
-    def tools(self) -> list[dict[str, Any]]:
-        return []
+    name: str = "levels"
 
     def dimensions(self) -> dict[str, list[Any]]:
         return {"level": LEVELS}
-
-    def template_situation(
-        self, spec: Mapping[str, Any], rng: random.Random, phrasing: int = 0
-    ) -> Situation:
-        return Situation(
-            situation_id=f"s{rng.random()}", prompt=f"Level {spec['level']!r}, wording {phrasing}"
-        )
-
-    def new_episode(
-        self, situation: Situation, rng: random.Random, fault_plan: FaultPlan | None = None
-    ) -> Echo:
-        return Echo()
 
 
 class LevelsPlugin:
@@ -68,23 +38,29 @@ class LevelsPlugin:
         register("levels", Levels)
 
 
+def simulate(registry: Registry | None = None, **given: Any) -> Any:
+    return wai.simulate(
+        registry=registry or Registry.from_plugins(LevelsPlugin()),
+        agent_model=lambda messages: "Done.",
+        user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
+        simulator="template",
+        max_turns=1,
+        advanced={"world": "levels"},
+        **given,
+    )
+
+
 def digest(*parts: Any) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
 
 
 def test_scenario_ids_and_seeds_follow_their_recipe_for_every_kind_of_cell_value() -> None:
     seed = 11
-    data = wai.simulate(
-        registry=Registry.from_plugins(LevelsPlugin()),
-        agent_model=lambda messages: "Done.",
-        user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
-        simulator="template",
+    data = simulate(
         unique_situations=3 * len(LEVELS),
         requests_per_situation=2,
         rollouts_per_request=1,
-        max_turns=1,
         seed=seed,
-        advanced={"world": "levels"},
     )
     rows = list(data.rows)
     assert len(rows) == 6 * len(LEVELS)
@@ -102,18 +78,7 @@ def test_scenario_ids_and_seeds_follow_their_recipe_for_every_kind_of_cell_value
 
 
 def test_phrasings_of_one_situation_share_its_seed_and_differ_in_id() -> None:
-    data = wai.simulate(
-        registry=Registry.from_plugins(LevelsPlugin()),
-        agent_model=lambda messages: "Done.",
-        user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
-        simulator="template",
-        unique_situations=4,
-        requests_per_situation=3,
-        rollouts_per_request=1,
-        max_turns=1,
-        seed=2,
-        advanced={"world": "levels"},
-    )
+    data = simulate(unique_situations=4, requests_per_situation=3, rollouts_per_request=1, seed=2)
     by_situation: dict[int, list[dict[str, Any]]] = {}
     for row in data.rows:
         by_situation.setdefault(row["lineage"]["situation"], []).append(row)
@@ -128,17 +93,7 @@ def test_one_registry_serves_a_loop_of_runs_each_planned_as_a_fresh_one_would_be
     registry = Registry.from_plugins(LevelsPlugin())
 
     def run(registry: Registry) -> list[tuple[str, int, float]]:
-        data = wai.simulate(
-            registry=registry,
-            agent_model=lambda messages: "Done.",
-            user_model=ScriptedBackend("user:plain", lambda messages, tools: "Thanks. [DONE]"),
-            simulator="template",
-            unique_situations=5,
-            rollouts_per_request=2,
-            max_turns=1,
-            seed=4,
-            advanced={"world": "levels"},
-        )
+        data = simulate(registry, unique_situations=5, rollouts_per_request=2, seed=4)
         return [(r["scenario_id"], r["seed"], r["reward"]) for r in data.rows]
 
     first = run(registry)
