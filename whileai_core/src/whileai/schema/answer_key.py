@@ -59,7 +59,7 @@ class AnswerKey:
     values: tuple[str, ...]
     #: numbers of the reference: a number equal to one is masked where it stands as a number
     numbers: tuple[float, ...] = ()
-    #: the needles a text can hold, by which of :data:`_MARKS` it holds (made as asked for: a
+    #: the needles a text can hold, by the marks (:func:`_marks_of`) it holds (made as asked for: a
     #: situation's key serves all its rollouts)
     _candidates: dict[int, tuple[_Needle, ...]] = attrs.field(
         factory=dict, init=False, eq=False, repr=False
@@ -249,7 +249,7 @@ class _Needle:
     exact_case: bool
     #: for the start of a long value: the whole value (as ``text`` reads), to extend into
     whole: str | None = None
-    #: which of :data:`_MARKS` the text holds, one bit each (a text without one cannot hold
+    #: the marks (:func:`_marks_of`) the text holds, one bit each (a text without one cannot hold
     #: this needle)
     marks: int = attrs.field(init=False)
     #: whether a match can only be inside a JSON string: the needle holds a character no
@@ -267,12 +267,9 @@ class _Needle:
         )
 
 
-#: Characters whose absence from a text rules out every needle that holds one.
-_MARKS: tuple[str, ...] = ("\\", "%", "+")
-
-
 def _marks_of(text: str) -> int:
-    """Which of :data:`_MARKS` ``text`` holds, as bits."""
+    """Which of the three characters whose absence from a text rules out every needle that
+    holds one ``text`` holds, as bits: 1 a backslash, 2 a percent sign, 4 a plus."""
     return ("\\" in text) | ("%" in text) << 1 | ("+" in text) << 2
 
 

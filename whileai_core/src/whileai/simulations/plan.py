@@ -43,9 +43,7 @@ class PlannedSituation:
 _CELL = json.JSONEncoder(sort_keys=True, default=str)
 
 
-def _scenario_id(
-    world: World, index: int, spec: Mapping[str, Any], phrasing: int, seed: int, cell: str
-) -> str:
+def _scenario_id(world: World, index: int, cell: str, phrasing: int, seed: int) -> str:
     digest = hashlib.sha256(f"{world.name}|{index}|{cell}|{phrasing}|{seed}".encode()).hexdigest()
     return f"{world.name}-{index:03d}-p{phrasing}-{digest[:8]}"
 
@@ -89,7 +87,7 @@ def plan_from_specs(
                 PlannedSituation(
                     i,
                     p,
-                    _scenario_id(world, i, spec, p, params.seed, _cell(spec, cells)),
+                    _scenario_id(world, i, _cell(spec, cells), p, params.seed),
                     dict(spec),
                     situation,
                     None if arm is None else str(arm),
