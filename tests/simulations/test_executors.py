@@ -209,3 +209,77 @@ def test_each_rollout_has_a_context_of_its_own_for_what_its_backend_sets() -> No
     assert len(list(data.rows)) == 24
     assert seen == [None] * 24
     assert current.get() is None
+
+
+class CountingRunner:
+    """A job runner whose rollouts finish at once (``wait=0``) or after ``wait`` seconds, and
+    which counts how many are running and how many have finished."""
+
+    def __init__(self, wait: float = 0.0) -> None:
+        self.wait = wait
+        self.started = self.running = self.most_running = self.finished = 0
+        self.started_at_close: int | None = None
+
+    async def run(self, job: int) -> dict[str, Any]:
+        import asyncio
+
+        self.started += 1
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        if self.wait:
+            await asyncio.sleep(self.wait)
+        self.running -= 1
+        self.finished += 1
+        return {"job": job}
+
+
+def play(runner: CountingRunner, jobs: int, concurrency: int, stop_after: int | None = None) -> Any:
+    """The in-process executor over ``jobs`` jobs: the rows it yields and, at each, how many
+    rollouts had finished without being yielded yet."""
+    import asyncio
+
+    from whileai.simulations.workers import InProcessExecutor
+
+    async def main() -> tuple[list[int], list[int]]:
+        executor = InProcessExecutor(runner)  # type: ignore[arg-type]
+        rows, waiting = [], []
+        stream: Any = executor.run(list(range(jobs)), concurrency, None)  # type: ignore[arg-type]
+        async for row in stream:
+            rows.append(row["job"])
+            waiting.append(runner.finished - len(rows))
+            if stop_after is not None and len(rows) == stop_after:
+                await stream.aclose()
+                runner.started_at_close = runner.started
+                break
+        # what the executor left scheduled would run now
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return rows, waiting
+
+    return asyncio.run(main())
+
+
+def test_rollouts_that_never_wait_are_handed_on_a_wave_at_a_time() -> None:
+    # a function agent or a cached model: 256 may be in flight, but a row waits for its
+    # export behind a handful of others, not behind 255 (rows that wait long are promoted to
+    # the oldest garbage generation, and its full collections stall the run)
+    runner = CountingRunner()
+    rows, waiting = play(runner, 1000, concurrency=256)
+    assert sorted(rows) == list(range(1000))
+    assert max(waiting) <= 16, max(waiting)
+
+
+def test_rollouts_that_wait_on_a_model_still_fill_the_concurrency() -> None:
+    runner = CountingRunner(wait=0.05)
+    rows, _ = play(runner, 200, concurrency=64)
+    assert sorted(rows) == list(range(200))
+    assert runner.most_running == 64
+
+
+def test_a_run_closed_early_starts_nothing_more() -> None:
+    # a budget or an interrupted consumer closes the stream: the next wave must not start
+    runner = CountingRunner()
+    rows, _ = play(runner, 1000, concurrency=256, stop_after=3)
+    assert len(rows) == 3
+    assert runner.started == runner.started_at_close
+    assert runner.running == 0  # none left running: each finished or was cancelled

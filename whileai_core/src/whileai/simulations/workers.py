@@ -183,6 +183,17 @@ class JobRunner:
         return self.cache.cache.stats.as_dict()
 
 
+#: How many rollouts the in-process executor starts in one step of the event loop; the next
+#: wave starts once these have run to their first wait, until ``concurrency`` are in flight.
+#: Rollouts that wait on a model fill the run's concurrency a wave at a time, within
+#: microseconds; rollouts that never wait (a function agent, a scripted or cached model) finish
+#: a wave at a time and are exported while young. All started in one step, 256 of them would
+#: finish before the first was exported: every row then outlives two garbage collections and
+#: is promoted to the oldest generation, whose full collections cost a shop run of 2,000
+#: rollouts a tenth of its time.
+START_WAVE = 8
+
+
 class InProcessExecutor:
     """Runs jobs as asyncio tasks in this process, at most ``concurrency`` at once.
 
@@ -206,7 +217,7 @@ class InProcessExecutor:
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield each job's graded row as it finishes. Jobs are read from ``jobs`` as room
         frees, so at most ``concurrency`` rollouts (and their tasks) exist at once however
-        long the run."""
+        long the run; they start :data:`START_WAVE` at a time."""
         runner = self._runner if self._runner is not None else await JobRunner.open(run)
         upcoming = iter(jobs)
         finished: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
@@ -219,9 +230,18 @@ class InProcessExecutor:
         announce = finished.put_nowait
         quiet = contextvars.Context()
 
+        # the next wave of starts, when one is due (the rollouts yielded meanwhile start none)
+        ramp: asyncio.Handle | None = None
+
         def start_more() -> None:
-            nonlocal starting
+            nonlocal starting, ramp
+            if ramp is not None:
+                return
+            started = 0
             while starting and len(in_flight) < concurrency:
+                if started == START_WAVE:
+                    ramp = loop.call_soon(next_wave, context=quiet)
+                    break
                 if self.may_start is not None and not self.may_start():
                     starting = False
                     break
@@ -232,16 +252,25 @@ class InProcessExecutor:
                 task = loop.create_task(runner.run(job))
                 in_flight.add(task)
                 task.add_done_callback(announce, context=quiet)
+                started += 1
+
+        def next_wave() -> None:
+            nonlocal ramp
+            ramp = None
+            start_more()
 
         try:
             start_more()
-            while in_flight:
+            while in_flight or ramp is not None:
                 task = await finished.get()
                 in_flight.discard(task)
                 row = task.result()
                 start_more()
                 yield row
         finally:
+            starting = False
+            if ramp is not None:
+                ramp.cancel()
             for task in in_flight:
                 task.cancel()
             if runner is not self._runner:
