@@ -724,6 +724,15 @@ def test_a_rows_top_level_loses_reserved_names_in_any_spelling_read_or_remembere
         top = stripper.unreserved(row)
         assert top == {"x": 2, 3: 4}
         assert top is not row
+    plain = {"x": 2, "reward": 1.0}
+    for _ in range(2):  # the second time every name is known: a copy all the same
+        top = stripper.unreserved(plain)
+        assert top == plain and top is not plain
+    # known names beside a reserved one, and past the memory's bound
+    assert stripper.unreserved({"x": 2, "reward": 1.0, "rubric ": "r"}) == plain
+    many = {f"field_{i}": i for i in range(5000)}
+    assert stripper.unreserved({**many, "Privileged": 1}) == many
+    assert stripper.unreserved({**plain, "hidden_state": {}}) == plain
 
 
 @settings(max_examples=500, deadline=None)

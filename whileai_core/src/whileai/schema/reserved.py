@@ -83,6 +83,9 @@ class Stripper:
         #: whether each key met is a reserved name: a row's thirty-odd field names are asked
         #: on every row it exports
         self._named: dict[str, bool] = {}
+        #: the names in ``_named`` that are not reserved: a row's top level is told free of
+        #: reserved names by one set operation
+        self._plain: set[str] = set()
 
     def holds_none(self, written: str) -> bool:
         """Whether ``written``, a value as ``json.dumps`` writes it, surely holds no reserved
@@ -123,22 +126,22 @@ class Stripper:
                 named = compact_name(key) in self.names
                 if len(self._named) >= _REMEMBERED:
                     self._named.clear()
+                    self._plain.clear()
                 self._named[key] = named
+                if not named:
+                    self._plain.add(key)
             return named
         return isinstance(key, str) and compact_name(key) in self.names
 
     def unreserved(self, mapping: Mapping[Any, Any]) -> dict[Any, Any]:
         """A shallow copy of ``mapping`` without its reserved keys (its values as they are):
-        a row's top level, where the names repeat from row to row and are read from what the
-        stripper remembers without a call for each."""
-        named = self._named
-        out = {}
-        for key, value in mapping.items():
-            reserved = named.get(key) if type(key) is str else None
-            if reserved is None:
-                reserved = self.reserved(key)
-            if not reserved:
-                out[key] = value
+        a row's top level, where the names repeat from row to row. The names the stripper
+        already knows to be free are set aside in one set operation; only the rest (a row's
+        ``privileged`` and ``vector``, a name not met before) are asked about."""
+        out = dict(mapping)
+        for key in mapping.keys() - self._plain:
+            if self.reserved(key):
+                del out[key]
         return out
 
     def value(self, value: Any) -> Any:
