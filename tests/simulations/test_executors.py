@@ -9,6 +9,7 @@ import pickle
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import attrs
 import pytest
 import sim_doubles as d
 
@@ -211,6 +212,13 @@ def test_each_rollout_has_a_context_of_its_own_for_what_its_backend_sets() -> No
     assert current.get() is None
 
 
+@attrs.frozen
+class Pending:
+    """What the in-process executor reads of a job itself: its key."""
+
+    key: str
+
+
 class CountingRunner:
     """A job runner whose rollouts finish at once (``wait=0``) or after ``wait`` seconds, and
     which counts how many are running and how many have finished."""
@@ -220,9 +228,10 @@ class CountingRunner:
         self.started = self.running = self.most_running = self.finished = 0
         self.started_at_close: int | None = None
 
-    async def run(self, job: int) -> dict[str, Any]:
+    async def run(self, job: Job) -> dict[str, Any]:
         import asyncio
 
+        assert asyncio.current_task().get_name() == job.key  # type: ignore[union-attr]
         self.started += 1
         self.running += 1
         self.most_running = max(self.most_running, self.running)
@@ -230,7 +239,7 @@ class CountingRunner:
             await asyncio.sleep(self.wait)
         self.running -= 1
         self.finished += 1
-        return {"job": job}
+        return {"job": int(job.key)}
 
 
 def play(runner: CountingRunner, jobs: int, concurrency: int, stop_after: int | None = None) -> Any:
@@ -243,7 +252,8 @@ def play(runner: CountingRunner, jobs: int, concurrency: int, stop_after: int | 
     async def main() -> tuple[list[int], list[int]]:
         executor = InProcessExecutor(runner)  # type: ignore[arg-type]
         rows, waiting = [], []
-        stream: Any = executor.run(list(range(jobs)), concurrency, None)  # type: ignore[arg-type]
+        pending = [Pending(str(i)) for i in range(jobs)]
+        stream: Any = executor.run(pending, concurrency, None)  # type: ignore[arg-type]
         async for row in stream:
             rows.append(row["job"])
             waiting.append(runner.finished - len(rows))

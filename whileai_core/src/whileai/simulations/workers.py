@@ -249,7 +249,8 @@ class InProcessExecutor:
                 if job is None:
                     starting = False
                     break
-                task = loop.create_task(runner.run(job))
+                # named by its job (which asyncio would otherwise format a name for)
+                task = loop.create_task(runner.run(job), name=job.key)
                 in_flight.add(task)
                 task.add_done_callback(announce, context=quiet)
                 started += 1
