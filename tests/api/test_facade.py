@@ -37,6 +37,35 @@ def test_import_loads_no_plugin() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_runs_without_a_registry_find_the_installed_plugins_once_per_process() -> None:
+    # what docs/parameters.md says of registry=None: a loop of short runs (an RL step's)
+    # does not read every installed package's entry points again for each
+    result = run_python(
+        """
+        import whileai as wai
+        from whileai.registry import Registry
+
+        loads = []
+        load = Registry.load.__func__
+
+        def counted(cls, *args, **kwargs):
+            loads.append(1)
+            return load(cls, *args, **kwargs)
+
+        Registry.load = classmethod(counted)
+        for _ in range(3):
+            data = wai.simulate(
+                agent_model=lambda messages: "Done.", unique=2, repeats=1, max_turns=1,
+                judge=lambda prompt, completion: 1.0, advanced={"world": "shop"},
+            )
+            assert [r["reward"] for r in data.rows] == [1.0, 1.0]
+        print(len(loads))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
+
+
 def test_every_export_resolves() -> None:
     for name in wai.__all__:
         assert getattr(wai, name) is not None, name
