@@ -17,6 +17,7 @@ from whileai.registry import (
     DuplicatePluginError,
     Registry,
     UnknownPluginError,
+    has_observers,
     make_plugin_manager,
     notify,
     parse_spec,
@@ -139,6 +140,52 @@ def test_whileai_run_finished(observed: tuple[Registry, Recorder]) -> None:
     assert warnings == [
         "observer plugin 'flaky' failed in whileai_run_finished: KeyError: 'n_rows'"
     ]
+
+
+def test_a_run_builds_its_finished_report_only_for_an_observer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the report as plain data walks a table of every task: a run nobody watches skips it
+    import whileai as wai
+    from whileai.simulations.data import RunReport
+
+    built: list[int] = []
+    to_dict = RunReport.to_dict
+
+    def counted(self: RunReport) -> dict[str, Any]:
+        built.append(1)
+        return to_dict(self)
+
+    monkeypatch.setattr(RunReport, "to_dict", counted)
+
+    def run(registry: Registry) -> Any:
+        return wai.simulate(
+            registry=registry,
+            agent_model=lambda messages: "Done.",
+            unique=2,
+            repeats=1,
+            max_turns=1,
+            judge=lambda prompt, completion: 1.0,
+            advanced={"world": "shop"},
+        )
+
+    unwatched = Registry.load()
+    assert not has_observers(unwatched.pm, "whileai_run_finished")
+    run(unwatched)
+    assert built == []
+    reports: list[dict[str, Any]] = []
+
+    class Dashboard:
+        @hookimpl
+        def whileai_run_finished(self, run_id: str, report: dict[str, Any]) -> None:
+            reports.append(report)
+
+    watched = Registry.load(plugins=[Dashboard()])
+    assert has_observers(watched.pm, "whileai_run_finished")
+    data = run(watched)
+    assert built == [1]
+    assert reports == [data.report().to_dict()]
+    assert reports[0]["unique_situations"] == 2
 
 
 def test_notify_refuses_registration_hooks(inline_registry: Registry) -> None:

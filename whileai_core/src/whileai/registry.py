@@ -443,6 +443,12 @@ class PluginTable(Sequence[Entry]):
         return "\n".join(out)
 
 
+def has_observers(pm: pluggy.PluginManager, hook_name: str) -> bool:
+    """Whether any plugin observes a lifecycle hook: a payload that costs something to build
+    (a row's export, a run's report as plain data) is built only then."""
+    return bool(getattr(pm.hook, hook_name).get_hookimpls())
+
+
 def notify(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> list[str]:
     """Call every observer of a lifecycle hook on its own; return a warning per failure."""
     if hook_name not in hookspecs.LIFECYCLE_HOOKS:

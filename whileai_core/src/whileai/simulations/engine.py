@@ -34,7 +34,7 @@ from whileai.backends import (
 from whileai.executors import Job, RegistrySpec, RunSpec, check_shippable, ship_problems
 from whileai.graders import Graders, MarkerSet, resolve_graders
 from whileai.pricing import PriceTable, price_table, shipped_table
-from whileai.registry import Registry, get_registry, notify
+from whileai.registry import Registry, get_registry, has_observers, notify
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.files import (
     OutputLock,
@@ -217,7 +217,7 @@ async def _execute(
         return
     if state.stopped:
         return
-    observed = bool(state.registry.pm.hook.whileai_rollout_finished.get_hookimpls())
+    watched = has_observers(state.registry.pm, "whileai_rollout_finished")
     rows = executor.run(pending, knobs.max_concurrency, run)
     try:
         async for row in rows:
@@ -238,7 +238,7 @@ async def _execute(
                 tokens=tokens,
                 waited_s=float(usage.get("waited_s") or 0.0),
             )
-            if observed:
+            if watched:
                 # a streamed row is let go once written: observers may have it; one kept in
                 # memory for data.rows gets a copy of its own to them
                 for warning in notify(
@@ -999,6 +999,9 @@ def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) 
     if opened.output is not None:
         stopped = bool(data.report().stopped)
         write_sidecar(sidecar_path(opened.output), data.sidecar(complete=not stopped))
+    if not has_observers(call.registry.pm, "whileai_run_finished"):
+        # the report as plain data walks a table of every task: not for no one
+        return
     for warning in notify(
         call.registry.pm,
         "whileai_run_finished",
