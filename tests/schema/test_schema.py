@@ -239,3 +239,43 @@ def test_a_sidecar_puts_its_first_two_levels_of_keys_one_to_a_line(tmp_path: Any
         '  "complete": true',
         "}",
     ]
+
+
+def test_a_row_writer_finishes_a_line_the_file_took_only_part_of(tmp_path: Any) -> None:
+    # write(2) may take fewer bytes than asked (a signal, a nearly full disk): the rest of the
+    # line follows, and the next line starts where the writer says
+    from whileai.schema.files import RowWriter
+
+    class Grudging:
+        """A file that takes at most five bytes a write."""
+
+        def __init__(self, path: Any) -> None:
+            self.file = open(path, "ab", buffering=0)  # noqa: SIM115
+
+        def write(self, data: bytes) -> int:
+            return self.file.write(bytes(data[:5]))
+
+        def close(self) -> None:
+            self.file.close()
+
+    path = tmp_path / "rows.jsonl"
+    writer = RowWriter(path)
+    writer._file.close()  # type: ignore[union-attr]
+    writer._file = Grudging(path)  # type: ignore[assignment]
+    lines = [json.dumps({"row": i, "text": "é" * i}).encode() + b"\n" for i in range(4)]
+    starts = [writer.write_line(line) for line in lines]
+    writer.close()
+    data = path.read_bytes()
+    assert data == b"".join(lines)
+    assert [data[s : s + len(line)] for s, line in zip(starts, lines, strict=True)] == lines
+
+    class Full(Grudging):
+        def write(self, data: bytes) -> int:
+            return self.file.write(bytes(data[:3])) if len(data) > 10 else 0
+
+    writer = RowWriter(path)
+    writer._file.close()  # type: ignore[union-attr]
+    writer._file = Full(path)  # type: ignore[assignment]
+    with pytest.raises(OSError, match=r"rows\.jsonl: wrote \d+ of \d+ bytes of a row"):
+        writer.write_line(lines[3])
+    writer.close()

@@ -44,7 +44,9 @@ class RowWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fsync = fsync
-        self._file: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115
+        # unbuffered: each line goes to the file in one write call, with no copy into a buffer
+        # and no flush after it
+        self._file: IO[bytes] | None = open(self.path, "ab", buffering=0)  # noqa: SIM115
         #: the byte offset the next line starts at
         self.offset = self._file.seek(0, os.SEEK_END)
 
@@ -54,8 +56,13 @@ class RowWriter:
         if self._file is None:
             raise ValueError(f"{self.path} is closed")
         # One write per row: a kill leaves either the whole line or a partial last line.
-        self._file.write(line)
-        self._file.flush()
+        written = self._file.write(line)
+        while written < len(line):
+            # a short write (a signal, a nearly full disk): the rest follows it
+            more = self._file.write(line[written:])
+            if not more:
+                raise OSError(f"{self.path}: wrote {written} of {len(line)} bytes of a row")
+            written += more
         if self._fsync:
             os.fsync(self._file.fileno())
         start = self.offset
