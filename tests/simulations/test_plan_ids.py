@@ -99,3 +99,22 @@ def test_one_registry_serves_a_loop_of_runs_each_planned_as_a_fresh_one_would_be
     first = run(registry)
     assert run(registry) == run(registry) == first
     assert run(Registry.from_plugins(LevelsPlugin())) == first
+
+
+def test_episodes_draw_their_faults_as_if_seeded_when_they_were_made(monkeypatch: Any) -> None:
+    # an episode's generator is seeded at its first draw; the faults it draws are the ones a
+    # generator seeded up front gives
+    import random
+
+    from whileai.simulations import rollout
+
+    params = {**d.BASE, "unique": 8, "repeats": 3, "fault_rate": 0.5, "seed": 11}
+
+    def played() -> list[tuple[Any, ...]]:
+        rows = wai.simulate(registry=d.registry(), **params).rows
+        return [(r["scenario_id"], r["seed"], r.get("faults"), r["steps"]) for r in rows]
+
+    lazily = played()
+    monkeypatch.setattr(rollout, "SeededOnFirstDraw", random.Random)
+    assert played() == lazily
+    assert sum(len(faults or []) for _, _, faults, _ in lazily) >= 5

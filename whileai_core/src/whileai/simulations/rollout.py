@@ -10,7 +10,6 @@ run.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from whileai.backends import Backend, BackendError, Completion, Sampling
 from whileai.executors import Job, RolloutSettings, job_lineage, job_task, unfinished_row
 from whileai.schema.export import step_messages
 from whileai.schema.records import Judgment, Rollout, to_row
+from whileai.seeds import SeededOnFirstDraw
 from whileai.signatures import accepts
 from whileai.simulations import episode_life
 from whileai.simulations.behavior import behavior_signature
@@ -315,7 +315,8 @@ async def run_rollout(job: Job, ctx: RolloutContext) -> tuple[dict[str, Any], Ep
     situation = job.situation
     # a branch's world draws from the seed of the rollout it branches, so its replayed calls
     # meet the same state and the same faults; its agent samples from its own seed
-    rng = random.Random(job.episode_seed if job.episode_seed is not None else job.seed)
+    # (seeded when the episode first draws: most never do)
+    rng = SeededOnFirstDraw(job.episode_seed if job.episode_seed is not None else job.seed)
     episode: Episode | None = None
     try:
         episode = ctx.world.new_episode(situation, rng, ctx.fault_plan)
