@@ -146,6 +146,8 @@ def test_a_run_builds_its_finished_report_only_for_an_observer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the report as plain data walks a table of every task: a run nobody watches skips it
+    # (the shop world comes from whileai-worlds)
+    pytest.importorskip("whileai_worlds")
     import whileai as wai
     from whileai.simulations.data import RunReport
 
