@@ -4,6 +4,7 @@ leave this process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 from collections.abc import AsyncIterator, Sequence
@@ -229,8 +230,6 @@ class CountingRunner:
         self.started_at_close: int | None = None
 
     async def run(self, job: Job) -> dict[str, Any]:
-        import asyncio
-
         assert asyncio.current_task().get_name() == job.key  # type: ignore[union-attr]
         self.started += 1
         self.running += 1
@@ -245,8 +244,6 @@ class CountingRunner:
 def play(runner: CountingRunner, jobs: int, concurrency: int, stop_after: int | None = None) -> Any:
     """The in-process executor over ``jobs`` jobs: the rows it yields and, at each, how many
     rollouts had finished without being yielded yet."""
-    import asyncio
-
     from whileai.simulations.workers import InProcessExecutor
 
     async def main() -> tuple[list[int], list[int]]:

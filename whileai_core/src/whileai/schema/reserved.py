@@ -21,7 +21,7 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, AnyStr
 
 import attrs
 
@@ -112,8 +112,7 @@ class Stripper:
         # on ASCII text the only separators are ASCII ones, and lower() is str.lower(): one
         # pass lowers the text and drops them
         compact = written.translate(_ASCII_LOWER, _ASCII_SEPARATORS)
-        # (escapes of quotes alone, JSON inside JSON, hide no separator: counted in bytes)
-        if b"\\" in compact and compact.count(b"\\") != compact.count(b'\\"'):
+        if b"\\" in compact and _escapes_more_than_quotes(compact):
             compact = _without_escaped_separators(compact.decode("ascii")).encode("ascii")
         # a plain loop: twice as fast as all() over a generator on these few names
         for name in self._encoded_names:  # noqa: SIM110
@@ -277,21 +276,25 @@ def _spelled_apart(lowered: str, names: frozenset[str]) -> bool:
     """Whether one of ``names`` is in ``lowered`` once white space (as it is, or escaped),
     ``_`` and ``-`` are gone: how a key's name is compared."""
     compact = lowered.translate(_SEPARATORS)
-    if "\\" in compact:
+    if "\\" in compact and _escapes_more_than_quotes(compact):
         compact = _without_escaped_separators(compact)
     return any(name in compact for name in names)
+
+
+def _escapes_more_than_quotes(text: AnyStr) -> bool:
+    """Whether a backslash in ``text`` (str or ASCII bytes) escapes anything but a quote. Most
+    in a row's text escape the quotes of JSON inside JSON, and those hide no separator: two
+    counts tell, where :func:`_without_escaped_separators` would rewrite the text for nothing."""
+    if isinstance(text, bytes):
+        return text.count(b"\\") != text.count(b'\\"')
+    return text.count("\\") != text.count('\\"')
 
 
 def _without_escaped_separators(text: str) -> str:
     """``text`` without any white space written as an escape, as often escaped as JSON inside
     JSON has it (a run of backslashes ending in ``n``, ``t``, ``r``, ``f`` or ``b``; any other
     run kept as one backslash), so the letters either side of it meet. Plain replaces: the
-    pattern ``\\\\+[ntrfb]`` scans a text full of backslashes ten times slower.
-
-    Most backslashes in a row's text escape the quotes of JSON inside JSON: when every one of
-    them does, two counts say so and the text is returned as it is."""
-    if text.count("\\") == text.count('\\"'):
-        return text
+    pattern ``\\\\+[ntrfb]`` scans a text full of backslashes ten times slower."""
     while "\\\\" in text:
         text = text.replace("\\\\", "\\")
     for letter in "ntrfb":

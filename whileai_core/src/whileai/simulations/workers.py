@@ -269,7 +269,6 @@ class InProcessExecutor:
                 start_more()
                 yield row
         finally:
-            starting = False
             if ramp is not None:
                 ramp.cancel()
             for task in in_flight:
