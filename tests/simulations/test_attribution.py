@@ -121,6 +121,43 @@ def test_one_flag_per_task_is_wilsons_interval() -> None:
     assert (low, high) == pytest.approx(wilson_interval(7, 20))
 
 
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
+def test_the_clustered_interval_uses_scipy_stats_quantiles(confidence: float) -> None:
+    """The design-effect interval written out with scipy.stats' normal and Student quantiles
+    (the module reads the same quantiles from scipy.special, which does not import
+    scipy.stats) gives the module's interval exactly."""
+    from scipy import stats
+
+    flags = [(t, (t * 7 + r) % 5 < 2 + t % 2) for t in range(9) for r in range(1 + t % 4)]
+    sizes: dict[int, int] = {}
+    hits: dict[int, int] = {}
+    for t, flag in flags:
+        sizes[t] = sizes.get(t, 0) + 1
+        hits[t] = hits.get(t, 0) + flag
+    m = np.array(list(sizes.values()), dtype=float)
+    y = np.array([hits[t] for t in sizes], dtype=float)
+    n, k = m.sum(), len(m)
+    p = y.sum() / n
+    within = (y - y * y / m).sum() / (n - k)
+    between = (m * (y / m - p) ** 2).sum() / (k - 1)
+    m0 = (n - (m * m).sum() / n) / (k - 1)
+    rho = min(max((between - within) / (between + (m0 - 1) * within), 0.0), 1.0)
+    n_eff = n / (1 + (m0 - 1) * rho)
+    assert stats.norm.ppf(0.5 + confidence / 2) != stats.t.ppf(0.5 + confidence / 2, k - 1)
+    z = stats.t.ppf(0.5 + confidence / 2, k - 1)
+    centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z / (1 + z * z / n_eff) * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff**2))
+    share, low, high = clustered_share(flags, confidence)
+    assert share == pytest.approx(p, abs=1e-15)
+    assert low == pytest.approx(max(0.0, centre - half), abs=1e-12)
+    assert high == pytest.approx(min(1.0, centre + half), abs=1e-12)
+    # one flag per task: Wilson's interval on the normal quantile
+    single = [(t, t % 3 == 0) for t in range(20)]
+    assert clustered_share(single, confidence)[1:] == pytest.approx(
+        wilson_interval(7, 20, confidence), abs=1e-12
+    )
+
+
 @pytest.mark.parametrize("tasks", [5, 10, 30])
 def test_the_clustered_interval_covers_at_small_sizes(tasks: int) -> None:
     """Seeded coverage over tasks whose rates are drawn from Beta(2, 3), 1, 3 or 8 rollouts

@@ -193,10 +193,12 @@ class RunTally:
         interval over tasks (as ``whileai.simulations.attribution.owner_shares``)."""
         import numpy as np  # here: importing the engine must not import numpy
 
-        from whileai.measure.proportions import clustered_share_of_counts
-
         if not len(self._owned_row):
             return None
+        # after the check: a run with no failed rollout reports without importing the
+        # measures' statistics
+        from whileai.measure.proportions import clustered_share_of_counts
+
         rank = np.empty(self.n, dtype=np.int64)
         rank[self.plan_order()] = np.arange(self.n, dtype=np.int64)
         owned = np.frombuffer(self._owned_row, dtype=np.int64)
