@@ -3,6 +3,7 @@ resume that refuses a changed fault rate, turn limit or agent as it refuses a ch
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import attrs
@@ -129,9 +130,21 @@ def test_a_killed_runs_temporary_files_are_removed_on_the_next_open(tmp_path: An
     run(unique=1, repeats=1, output=str(out))
     stale = tmp_path / ".run.meta.json.999999999.tmp"  # no such process
     stale.write_text("{half")
+    stale_rows = tmp_path / ".run.jsonl.999999998.tmp"
+    stale_rows.write_text("{half")
+    # a live writer's temporary, another output's, and files that only look alike stay
+    kept = [
+        tmp_path / f".run.jsonl.{os.getpid()}.tmp",
+        tmp_path / ".other.jsonl.999999999.tmp",
+        tmp_path / ".run.jsonl.draft.tmp",
+        tmp_path / "run.jsonl.999999999.tmp",
+    ]
+    for path in kept:
+        path.write_text("{}")
     data = run(unique=1, repeats=1, output=str(out), resume=True)
-    assert not stale.exists()
-    assert any("temporary file" in w for w in data.warnings)
+    assert not stale.exists() and not stale_rows.exists()
+    assert all(path.exists() for path in kept)
+    assert "removed 2 temporary file(s) a killed run left beside" in " ".join(data.warnings)
 
 
 def test_readers_of_a_run_file_count_each_rollout_once(tmp_path: Any) -> None:
