@@ -18,7 +18,7 @@ A timed run ends when the engine has written its output: each side's grades are 
 checked after the clock stops (Inspect's log holds its samples in memory; whileai's rows are
 read back from its file), and the bare ceiling is timed on rows already in memory.
 
-Each line is the median of three timed runs. Each engine runs in a fresh interpreter of its
+Each line is the median of five timed runs (the headline prints the five's range beside it). Each engine runs in a fresh interpreter of its
 own, one after the other: in one process, each would pay for the other's objects in every
 full garbage collection (Inspect AI's imports hold some 220,000 objects, whileai's 85,000).
 
@@ -298,13 +298,17 @@ def run_inspect_tools(n: int, log_dir: str) -> Any:
 
 
 #: Timed runs per line, the median reported: one 2,000-rollout whileai run lasts under half a
-#: second, where one pause of the machine moves its rate by a fifth
-TRIALS = 3
+#: second, where one pause of the machine moves its rate by a fifth (five, not three: the
+#: median of five still holds when two runs of a line meet such a pause)
+TRIALS = 5
 
 
-def median_of(label: str, fn: Callable[[int], Any]) -> Timing:
-    """``fn(trial)`` timed TRIALS times; the median run (its result with it)."""
+def median_of(label: str, fn: Callable[[int], Any], spread: list[float] | None = None) -> Timing:
+    """``fn(trial)`` timed TRIALS times; the median run (its result with it). ``spread``,
+    when given, receives the fastest and slowest runs' seconds."""
     runs = sorted((timed(label, partial(fn, t)) for t in range(TRIALS)), key=lambda r: r.seconds)
+    if spread is not None:
+        spread[:] = [runs[0].seconds, runs[-1].seconds]
     return runs[len(runs) // 2]
 
 
@@ -313,7 +317,10 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     memory, the shop run and the bare write of its rows."""
     # warm up once (imports, plugin hooks) so the timed runs measure the engine
     run_whileai(20, f"{scratch}/warm.jsonl")
-    ours = median_of("whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"))
+    single_spread: list[float] = []
+    ours = median_of(
+        "whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"), single_spread
+    )
     memory = median_of("whileai in memory", lambda t: run_whileai(n))
     graded = rewards(ours.result)
     assert len(graded) == len(rewards(memory.result)) == n
@@ -334,6 +341,7 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
         "single": ours.rate(n),
         "memory": memory.rate(n),
         "single_seconds": ours.seconds,
+        "single_range": [n / seconds for seconds in reversed(single_spread)],
         "shop": shop.rate(n),
         "bare": bare.rate(n),
         "bare_orjson": bare_orjson.rate(n),
@@ -344,7 +352,10 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     """Inspect AI's timed runs, in a process of its own: plain samples and tool-using ones."""
     patch_tiktoken()
     run_inspect(20, f"{scratch}/warm-logs", **BEST)
-    peer = median_of("inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}", **BEST))
+    single_spread: list[float] = []
+    peer = median_of(
+        "inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}", **BEST), single_spread
+    )
     default = median_of("inspect default", lambda t: run_inspect(n, f"{scratch}/default-{t}"))
     for log in (peer.result, default.result):
         graded = pass_values(log)
@@ -358,6 +369,7 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     return {
         "single": peer.rate(n),
         "single_seconds": peer.seconds,
+        "single_range": [n / seconds for seconds in reversed(single_spread)],
         "default": default.rate(n),
         "tools": tools.rate(n),
     }
@@ -401,6 +413,11 @@ def main() -> None:
         "(log_realtime=False, its setting for many samples that cost no inference)"
     )
     print(ratio_line("rollouts", ours["single"], peer["single"], "Inspect AI", target=100))
+    (ours_low, ours_high), (peer_low, peer_high) = ours["single_range"], peer["single_range"]
+    print(
+        f"   (the {TRIALS} timed runs behind those medians: whileai {ours_low:,.0f}-"
+        f"{ours_high:,.0f}/s, Inspect AI {peer_low:,.1f}-{peer_high:,.1f}/s)"
+    )
     print(
         "   (flatters whileai: Inspect AI on its defaults, live-view event logging on) "
         + ratio_line("rollouts", ours["single"], peer["default"], "Inspect AI (defaults)")
