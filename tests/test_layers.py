@@ -155,3 +155,25 @@ def test_importing_the_engine_does_not_import_scipy_or_a_plugin() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_loading_the_installed_plugins_imports_no_heavy_library() -> None:
+    """Every process that loads the registry (each CLI command, each Ray worker) imports every
+    plugin's registering module: the plugins whose factories need the mcp SDK, the openai
+    client or numpy register them by path, imported when a run builds one."""
+    for package in ("whileai_mcp", "whileai_openai", "whileai_judges"):
+        pytest.importorskip(package)
+    code = (
+        "import sys\n"
+        "from whileai.registry import Registry\n"
+        "registry = Registry.load()\n"
+        "assert not registry.failures, registry.failures\n"
+        "assert {'mcp', 'openai', 'rubric', 'pairwise'} <= {e.name for e in registry.entries()}\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('mcp', 'openai', 'aiohttp', 'numpy', 'scipy', 'pydantic'))\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -400,3 +400,87 @@ def test_resolve_passes_options_as_given_and_offers_only_what_a_factory_takes() 
     assert seen[-1]["concurrency"] == 9  # the caller's own option wins over an offer
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         registry.resolve("verifier", "Old", offer=offer, bogus=1)
+
+
+LAZY_PLUGIN = """
+from whileai import hookimpl
+
+@hookimpl
+def whileai_register_verifiers(register):
+    register("Heavy", "fake_whileai_heavy:make", description="needs a heavy library")
+    register("Missing", "fake_whileai_absent.sub:make")
+    register("NotCallable", "fake_whileai_heavy:LIMIT")
+
+@hookimpl
+def whileai_register_markers(register):
+    register("gone", "fake_whileai_absent:marker")
+"""
+
+HEAVY_MODULE = """
+import sys
+
+IMPORTS = sys.modules.setdefault("fake_whileai_imports", type(sys)("fake_whileai_imports"))
+IMPORTS.count = getattr(IMPORTS, "count", 0) + 1
+LIMIT = 3
+
+def make(*, strictness=1, registry=None):
+    return ("heavy", strictness, registry)
+"""
+
+
+def test_a_factory_registered_by_its_path_is_imported_only_when_built(
+    installed_dist: Callable[..., None], tmp_path: Any
+) -> None:
+    import sys
+
+    from whileai.graders import MarkerSet
+    from whileai.registry import PluginImportError
+
+    (tmp_path / "fake_whileai_heavy.py").write_text(HEAVY_MODULE)
+    installed_dist("fake-whileai-lazy", "1.0", {"lazy": ("fake_whileai_lazy", LAZY_PLUGIN)})
+    registry = Registry.load(environ={})
+    assert registry.failures == []
+    assert "fake_whileai_heavy" not in sys.modules  # loading the registry imported nothing
+    assert registry.table()  # listing the plugins imports nothing either
+    assert "fake_whileai_heavy" not in sys.modules
+
+    # built with the caller's options and only the offers its signature takes
+    offer = {"registry": registry, "concurrency": 4}
+    built = registry.resolve("verifier", "Heavy", offer=offer, strictness=2)
+    assert built == ("heavy", 2, registry)
+    registry.resolve("verifier", "Heavy")
+    assert sys.modules["fake_whileai_imports"].count == 1  # imported once, then reused
+    del sys.modules["fake_whileai_imports"]
+
+    with pytest.raises(PluginImportError) as missing:
+        registry.resolve("verifier", "Missing")
+    assert str(missing.value).startswith(
+        "verifier 'Missing' from fake-whileai-lazy 1.0: its factory "
+        "'fake_whileai_absent.sub:make' could not be imported: ModuleNotFoundError"
+    )
+    with pytest.raises(PluginImportError, match="'fake_whileai_heavy:LIMIT' is a int, not call"):
+        registry.resolve("verifier", "NotCallable")
+    # a marker that cannot be imported is a problem the run reports, not a crash
+    markers, problems = MarkerSet.from_registry(registry)
+    assert "gone" not in markers.markers
+    assert (
+        "marker 'gone' could not be built: marker 'gone' from fake-whileai-lazy 1.0: its "
+        "factory 'fake_whileai_absent:marker' could not be imported: ModuleNotFoundError: "
+        "No module named 'fake_whileai_absent'"
+    ) in problems
+
+
+@pytest.mark.parametrize("path", ["fake_whileai_heavy", "fake_whileai_heavy:", "a b:c", ":make"])
+def test_a_factory_given_as_text_must_be_an_import_path(path: str) -> None:
+    class Plugin:
+        @hookimpl
+        def whileai_register_verifiers(self, register: Register) -> None:
+            register("Bad", path)
+
+    registry = Registry.from_plugins(Plugin(), names=["bad"])
+    assert registry.names("verifier") == []
+    [failure] = registry.failures
+    assert (
+        f"verifier 'Bad' from plugin 'bad' (no distribution): a factory given as text is an "
+        f"import path 'package.module:attribute', got {path!r}"
+    ) in failure.error

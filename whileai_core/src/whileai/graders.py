@@ -157,7 +157,7 @@ class MarkerSet:
         problems: list[str] = []
         for entry in registry.entries("marker"):
             try:
-                built[entry.name] = entry.factory()
+                built[entry.name] = entry.load()()
             except Exception as exc:
                 problems.append(f"marker {entry.name!r} could not be built: {exc}")
         return cls(built), problems

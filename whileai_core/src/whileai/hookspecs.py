@@ -30,7 +30,10 @@ class Register(Protocol):
     """The callback every registration hook receives.
 
     ``name`` is what users write (``"MathEqual"``, ``"openai"``); ``factory`` builds the thing
-    (for a provider of ``prefix:argument`` specs it receives the argument first); ``aliases``
+    (for a provider of ``prefix:argument`` specs it receives the argument first), or is its
+    import path ``"package.module:attribute"``, imported only when the entry is first built
+    (so a factory that needs a heavy library costs nothing to a process that never builds it:
+    every process that loads the registry imports every plugin's registering module); ``aliases``
     are other names that resolve to the same factory; ``description`` is one line shown by
     ``whileai plugins``.
     """
@@ -38,7 +41,7 @@ class Register(Protocol):
     def __call__(
         self,
         name: str,
-        factory: Callable[..., Any],
+        factory: Callable[..., Any] | str,
         aliases: Sequence[str] = (),
         description: str = "",
     ) -> None: ...

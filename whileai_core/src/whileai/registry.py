@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import os
 import re
 import traceback
@@ -49,6 +50,10 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
 
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 
+#: A factory a plugin names instead of importing: ``package.module:attribute`` (the form of an
+#: entry point's object reference), imported when the entry is first built
+_IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+
 
 class UnknownPluginError(LookupError):
     """A spec names nothing registered of its kind."""
@@ -58,18 +63,54 @@ class DuplicatePluginError(ValueError):
     """Two plugins registered the same name (or alias) for one kind."""
 
 
+class PluginImportError(ImportError):
+    """A factory registered by its import path could not be imported when it was needed."""
+
+
 @attrs.frozen
 class Entry:
     """One registered thing: what it is called, how to build it, and who provided it."""
 
     kind: str
     name: str
-    factory: Callable[..., Any] = attrs.field(repr=False, eq=False)
+    #: the factory, or the ``module:attribute`` path it is imported from (:meth:`load`)
+    factory: Callable[..., Any] | str = attrs.field(repr=False, eq=False)
     aliases: tuple[str, ...] = ()
     description: str = ""
     plugin: str = ""
     distribution: str | None = None
     version: str | None = None
+    #: the factory a path named, once imported
+    _imported: list[Callable[..., Any]] = attrs.field(
+        factory=list, init=False, repr=False, eq=False
+    )
+
+    def load(self) -> Callable[..., Any]:
+        """The factory: as registered, or imported from the path it was registered by, at
+        the first call (a plugin whose factory needs a heavy library registers its path, so
+        loading the registry does not import the library; only building the entry does)."""
+        if not isinstance(self.factory, str):
+            return self.factory
+        if self._imported:
+            return self._imported[0]
+        module_name, _, attribute = self.factory.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except Exception as exc:
+            raise PluginImportError(
+                f"{self.kind} {self.name!r} from {self.provided_by}: its factory "
+                f"{self.factory!r} could not be imported: {_describe(exc)}"
+            ) from exc
+        if not callable(target):
+            raise PluginImportError(
+                f"{self.kind} {self.name!r} from {self.provided_by}: its factory "
+                f"{self.factory!r} is a {type(target).__name__}, not callable"
+            )
+        factory: Callable[..., Any] = target
+        self._imported.append(factory)
+        return factory
 
     @property
     def provided_by(self) -> str:
@@ -230,7 +271,7 @@ class Registry:
 
             def register(
                 name: str,
-                factory: Callable[..., Any],
+                factory: Callable[..., Any] | str,
                 aliases: Sequence[str] = (),
                 description: str = "",
                 *,
@@ -266,7 +307,13 @@ class Registry:
                 f"{entry.kind} names must be non-empty strings without ':', "
                 f"got {entry.name!r} from {entry.provided_by}"
             )
-        if not callable(entry.factory):
+        if isinstance(entry.factory, str):
+            if not _IMPORT_PATH.match(entry.factory):
+                raise ValueError(
+                    f"{entry.kind} {entry.name!r} from {entry.provided_by}: a factory given as "
+                    f"text is an import path 'package.module:attribute', got {entry.factory!r}"
+                )
+        elif not callable(entry.factory):
             raise TypeError(
                 f"{entry.kind} {entry.name!r} from {entry.provided_by}: factory is not callable"
             )
@@ -319,9 +366,10 @@ class Registry:
         declares it, by name or through ``**kwargs``, so a plugin written before the engine
         offered it keeps working; ``options`` win over an offer of the same name."""
         entry, argument = self.lookup(kind, spec)
+        factory = entry.load()
         if offer:
-            options = {**accepted(entry.factory, offer), **options}
-        built = entry.factory(**options) if argument is None else entry.factory(argument, **options)
+            options = {**accepted(factory, offer), **options}
+        built = factory(**options) if argument is None else factory(argument, **options)
         if kind == "backend" and self.backend_wrapper is not None:
             return self.backend_wrapper(built)
         return built

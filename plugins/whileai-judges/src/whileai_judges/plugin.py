@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from whileai import hookimpl
 from whileai.hookspecs import Register
-from whileai_judges.pairwise import make_pairwise_judge
-from whileai_judges.rubric import make_rubric_judge
 
 
 @hookimpl
 def whileai_register_judges(register: Register) -> None:
+    # by their paths: the pairwise judge's ranking imports numpy, and every process that loads
+    # the registry imports this module
     register(
         "rubric",
-        make_rubric_judge,
+        "whileai_judges.rubric:make_rubric_judge",
         aliases=("llm", "llm_rubric"),
         description="an LLM grades a rollout against a rubric, JSON verdict with provenance",
     )
     register(
         "pairwise",
-        make_pairwise_judge,
+        "whileai_judges.pairwise:make_pairwise_judge",
         aliases=("llm_pairwise",),
         description="an LLM picks the better of two replies, asked in both orders (wai.rank)",
     )
