@@ -64,12 +64,16 @@ class Report(Mapping[str, Any]):
         )
 
 
+_SCALARS = frozenset((str, int, float, bool))
+
+
 def _plain(value: Any) -> Any:
     # plain data by exact type first: a run's report holds a table of every group, and the
     # checks below go through the ABCs
     kind = type(value)
     if kind is dict:
-        return {k: _plain(v) for k, v in value.items()}
+        # its scalars without a call each: a table of every group is thousands of them
+        return {k: v if v is None or type(v) in _SCALARS else _plain(v) for k, v in value.items()}
     if value is None or kind is str or kind is int or kind is float or kind is bool:
         return value
     if isinstance(value, Report):
@@ -77,7 +81,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [v if v is None or type(v) in _SCALARS else _plain(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalar
         return value.item()
     return value

@@ -328,15 +328,19 @@ class Simulation:
         write_sidecar(sidecar_path(target), self.sidecar(complete=True))
         return target
 
-    def sidecar(self, *, complete: bool) -> dict[str, Any]:
-        """What the ``.meta.json`` beside the rows holds: metadata, prompts, knobs, report."""
+    def sidecar(self, *, complete: bool, report: RunReport | None = None) -> dict[str, Any]:
+        """What the ``.meta.json`` beside the rows holds: metadata, prompts, knobs, report
+        (``report``, when the caller has this run's :meth:`report` already)."""
+        shown = None
+        if len(self.trajectories):
+            shown = _plain_report(report if report is not None else self.report())
         return {
             "metadata": self.metadata,
             "system_prompts": self.system_prompts,
             "warnings": self.warnings,
             "degraded": self.degraded,
             "complete": complete,
-            "report": _plain_report(self.report()) if len(self.trajectories) else None,
+            "report": shown,
         }
 
     def grade(

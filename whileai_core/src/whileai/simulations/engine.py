@@ -996,17 +996,22 @@ def _report(
 def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) -> None:
     """Mark the sidecar complete (unless the run stopped short of its plan, which a resume
     continues) and announce the finished run."""
+    observed = has_observers(call.registry.pm, "whileai_run_finished")
+    if opened.output is None and not observed:
+        return
+    # one report for the sidecar and the observers: each computes pass@1 over every task
+    report = data.report()
     if opened.output is not None:
-        stopped = bool(data.report().stopped)
-        write_sidecar(sidecar_path(opened.output), data.sidecar(complete=not stopped))
-    if not has_observers(call.registry.pm, "whileai_run_finished"):
+        sidecar = data.sidecar(complete=not report.stopped, report=report)
+        write_sidecar(sidecar_path(opened.output), sidecar)
+    if not observed:
         # the report as plain data walks a table of every task: not for no one
         return
     for warning in notify(
         call.registry.pm,
         "whileai_run_finished",
         run_id=opened.run_id,
-        report=data.report().to_dict(),
+        report=report.to_dict(),
     ):
         _warn_once(warnings, warning)
 
