@@ -18,12 +18,15 @@ A timed run ends when the engine has written its output: each side's grades are 
 checked after the clock stops (Inspect's log holds its samples in memory; whileai's rows are
 read back from its file), and the bare ceiling is timed on rows already in memory.
 
-Each line is the median of five timed runs (the headline prints the five's range beside it). Each engine runs in a fresh interpreter of its
-own, one after the other: in one process, each would pay for the other's objects in every
-full garbage collection (Inspect AI's imports hold some 220,000 objects, whileai's 85,000).
+Each line is the median of five timed runs (the headline prints the five's range beside it).
+Each engine runs in a fresh interpreter of its own, one after the other: in one process, each
+would pay for the other's objects in every full garbage collection (Inspect AI's imports hold
+some 220,000 objects, whileai's 85,000).
 
-Three more lines, each labelled: whileai keeping its rows in memory only (no file; not like
-for like, for information); the shop world multi-turn with tools and faults, writing its
+Four more lines, each labelled: RL steps, the same rollouts as calls of 256 (a training loop
+calls the engine once a step: each call writes its own output, on both sides, and the line
+prints whileai's fixed cost per call); whileai keeping its rows in memory only (no file; not
+like for like, for information); the shop world multi-turn with tools and faults, writing its
 rows, against the bare ceiling of writing those same rows (``json.dumps`` and a flushed write
 per row, nothing else; a labelled line gives the stricter ceiling of orjson, which whileai
 writes its lines with, doing the same); and that shop run against Inspect AI samples that
@@ -312,6 +315,17 @@ def median_of(label: str, fn: Callable[[int], Any], spread: list[float] | None =
     return runs[len(runs) // 2]
 
 
+#: The rollouts of one RL step: a training loop calls the engine once a step, so each call's
+#: fixed costs (opening and closing its output, its report) are paid every few hundred rollouts
+STEP = 256
+
+
+def rl_steps(n: int) -> tuple[int, int]:
+    """How many calls, and of how many rollouts each, the labelled RL-step line makes."""
+    size = min(STEP, n)
+    return max(1, n // (2 * size)), size
+
+
 def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     """whileai's timed runs, in a process of its own: single-turn writing its rows, the same in
     memory, the shop run and the bare write of its rows."""
@@ -327,6 +341,12 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     assert all(r == 1.0 for r in graded), "whileai graded a rollout a fail"
     written = len(Path(f"{scratch}/rows-0.jsonl").read_text(encoding="utf-8").splitlines())
     assert written == n, f"whileai wrote {written} rows of {n}"
+    steps, size = rl_steps(n)
+    stepped = median_of(
+        "whileai steps",
+        lambda t: [run_whileai(size, f"{scratch}/step-{t}-{i}.jsonl") for i in range(steps)],
+    )
+    assert all(r == 1.0 for data in stepped.result for r in rewards(data))
     run_shop(40, f"{scratch}/shop-warm.jsonl")
     shop = median_of("shop", lambda t: run_shop(n, f"{scratch}/shop-{t}.jsonl"))
     rows = list(shop.result.rows)
@@ -342,6 +362,7 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
         "memory": memory.rate(n),
         "single_seconds": ours.seconds,
         "single_range": [n / seconds for seconds in reversed(single_spread)],
+        "steps": stepped.rate(steps * size),
         "shop": shop.rate(n),
         "bare": bare.rate(n),
         "bare_orjson": bare_orjson.rate(n),
@@ -360,6 +381,12 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     for log in (peer.result, default.result):
         graded = pass_values(log)
         assert len(graded) == n and all(r == 1.0 for r in graded), "Inspect graded a sample a fail"
+    steps, size = rl_steps(n)
+    stepped = median_of(
+        "inspect steps",
+        lambda t: [run_inspect(size, f"{scratch}/step-{t}-{i}", **BEST) for i in range(steps)],
+    )
+    assert all(r == 1.0 for log in stepped.result for r in pass_values(log))
     run_inspect_tools(20, f"{scratch}/tools-warm-logs")
     tools = median_of("inspect tools", lambda t: run_inspect_tools(n, f"{scratch}/tools-{t}"))
     answered = pass_values(tools.result)
@@ -371,6 +398,7 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
         "single_seconds": peer.seconds,
         "single_range": [n / seconds for seconds in reversed(single_spread)],
         "default": default.rate(n),
+        "steps": stepped.rate(steps * size),
         "tools": tools.rate(n),
     }
 
@@ -421,6 +449,14 @@ def main() -> None:
     print(
         "   (flatters whileai: Inspect AI on its defaults, live-view event logging on) "
         + ratio_line("rollouts", ours["single"], peer["default"], "Inspect AI (defaults)")
+    )
+    steps, size = rl_steps(n)
+    per_call_ms = (size / ours["steps"] - size / ours["single"]) * 1000
+    print(
+        f"   (RL steps, like for like: {steps} calls of {size} rollouts, each writing its own "
+        f"output, against {steps} Inspect AI evals of {size} samples; whileai's fixed cost per "
+        f"call, beyond its rollouts' share of the {n}-rollout run: {per_call_ms:.1f} ms) "
+        + ratio_line("rollouts", ours["steps"], peer["steps"], "Inspect AI")
     )
     print(
         "   (information, not like for like: whileai writing no file) "
