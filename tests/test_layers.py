@@ -144,17 +144,21 @@ def test_the_walk_catches_an_upward_import(tmp_path: Path, monkeypatch: pytest.M
     ]
 
 
-def test_importing_the_engine_does_not_import_scipy_or_a_plugin() -> None:
+def imported_by(setup: str, packages: tuple[str, ...]) -> list[str]:
+    """The modules of ``packages`` a fresh interpreter has imported after running ``setup``."""
     code = (
-        "import sys, whileai.simulations.engine\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('scipy', 'numpy', 'whileai_verifiers', 'whileai_worlds', 'whileai_openai'))\n"
-        "print(heavy)\n"
+        f"import sys\n{setup}\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert out.stdout.strip() == "[]"
+    return list(ast.literal_eval(out.stdout.strip()))
+
+
+def test_importing_the_engine_does_not_import_scipy_or_a_plugin() -> None:
+    heavy = ("scipy", "numpy", "whileai_verifiers", "whileai_worlds", "whileai_openai")
+    assert imported_by("import whileai.simulations.engine", heavy) == []
 
 
 def test_loading_the_installed_plugins_imports_no_heavy_library() -> None:
@@ -163,17 +167,11 @@ def test_loading_the_installed_plugins_imports_no_heavy_library() -> None:
     client or numpy register them by path, imported when a run builds one."""
     for package in ("whileai_mcp", "whileai_openai", "whileai_judges"):
         pytest.importorskip(package)
-    code = (
-        "import sys\n"
+    setup = (
         "from whileai.registry import Registry\n"
         "registry = Registry.load()\n"
         "assert not registry.failures, registry.failures\n"
-        "assert {'mcp', 'openai', 'rubric', 'pairwise'} <= {e.name for e in registry.entries()}\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('mcp', 'openai', 'aiohttp', 'numpy', 'scipy', 'pydantic'))\n"
-        "print(heavy)\n"
+        "assert {'mcp', 'openai', 'rubric', 'pairwise'} <= {e.name for e in registry.entries()}"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert out.stdout.strip() == "[]"
+    heavy = ("mcp", "openai", "aiohttp", "numpy", "scipy", "pydantic")
+    assert imported_by(setup, heavy) == []
