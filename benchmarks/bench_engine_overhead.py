@@ -306,13 +306,20 @@ def run_inspect_tools(n: int, log_dir: str) -> Any:
 TRIALS = 5
 
 
-def median_of(label: str, fn: Callable[[int], Any], spread: list[float] | None = None) -> Timing:
-    """``fn(trial)`` timed TRIALS times; the median run (its result with it). ``spread``,
-    when given, receives the fastest and slowest runs' seconds."""
-    runs = sorted((timed(label, partial(fn, t)) for t in range(TRIALS)), key=lambda r: r.seconds)
-    if spread is not None:
-        spread[:] = [runs[0].seconds, runs[-1].seconds]
+def trials(label: str, fn: Callable[[int], Any]) -> list[Timing]:
+    """``fn(trial)`` timed TRIALS times, fastest first (each run's result with it)."""
+    return sorted((timed(label, partial(fn, t)) for t in range(TRIALS)), key=lambda r: r.seconds)
+
+
+def median_of(label: str, fn: Callable[[int], Any]) -> Timing:
+    """The median of :func:`trials`."""
+    runs = trials(label, fn)
     return runs[len(runs) // 2]
+
+
+def rate_range(runs: list[Timing], items: int) -> list[float]:
+    """The slowest and fastest rates of :func:`trials`' runs."""
+    return [runs[-1].rate(items), runs[0].rate(items)]
 
 
 #: The rollouts of one RL step: a training loop calls the engine once a step, so each call's
@@ -331,10 +338,8 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     memory, the shop run and the bare write of its rows."""
     # warm up once (imports, plugin hooks) so the timed runs measure the engine
     run_whileai(20, f"{scratch}/warm.jsonl")
-    single_spread: list[float] = []
-    ours = median_of(
-        "whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"), single_spread
-    )
+    singles = trials("whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"))
+    ours = singles[len(singles) // 2]
     memory = median_of("whileai in memory", lambda t: run_whileai(n))
     graded = rewards(ours.result)
     assert len(graded) == len(rewards(memory.result)) == n
@@ -361,7 +366,7 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
         "single": ours.rate(n),
         "memory": memory.rate(n),
         "single_seconds": ours.seconds,
-        "single_range": [n / seconds for seconds in reversed(single_spread)],
+        "single_range": rate_range(singles, n),
         "steps": stepped.rate(steps * size),
         "shop": shop.rate(n),
         "bare": bare.rate(n),
@@ -373,10 +378,8 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     """Inspect AI's timed runs, in a process of its own: plain samples and tool-using ones."""
     patch_tiktoken()
     run_inspect(20, f"{scratch}/warm-logs", **BEST)
-    single_spread: list[float] = []
-    peer = median_of(
-        "inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}", **BEST), single_spread
-    )
+    singles = trials("inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}", **BEST))
+    peer = singles[len(singles) // 2]
     default = median_of("inspect default", lambda t: run_inspect(n, f"{scratch}/default-{t}"))
     for log in (peer.result, default.result):
         graded = pass_values(log)
@@ -396,7 +399,7 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
     return {
         "single": peer.rate(n),
         "single_seconds": peer.seconds,
-        "single_range": [n / seconds for seconds in reversed(single_spread)],
+        "single_range": rate_range(singles, n),
         "default": default.rate(n),
         "steps": stepped.rate(steps * size),
         "tools": tools.rate(n),

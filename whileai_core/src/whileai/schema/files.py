@@ -235,13 +235,14 @@ def remove_stale_temporaries(output: str | os.PathLike[str]) -> int:
     except FileNotFoundError:
         return 0
     for name in names:
-        if not name.endswith(".tmp") or not name.startswith(heads):
+        if not name.endswith(".tmp"):
             continue
         for head in heads:
-            pid = name[len(head) : -len(".tmp")] if name.startswith(head) else ""
-            if pid.isdigit() and not _alive(int(pid)):
-                (target.parent / name).unlink(missing_ok=True)
-                removed += 1
+            if name.startswith(head):
+                pid = name[len(head) : -len(".tmp")]
+                if pid.isdigit() and not _alive(int(pid)):
+                    (target.parent / name).unlink(missing_ok=True)
+                    removed += 1
                 break
     return removed
 

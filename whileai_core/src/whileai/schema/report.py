@@ -74,7 +74,7 @@ def _plain(value: Any) -> Any:
     if kind is dict:
         # its scalars without a call each: a table of every group is thousands of them
         return {k: v if v is None or type(v) in _SCALARS else _plain(v) for k, v in value.items()}
-    if value is None or kind is str or kind is int or kind is float or kind is bool:
+    if value is None or kind in _SCALARS:
         return value
     if isinstance(value, Report):
         return value.to_dict()
