@@ -207,7 +207,19 @@ def test_a_run_whose_strategy_reads_no_vectors_takes_them_only_when_trajectories
     backwards[0]["vector"][0] = 99.0
     assert streamed.trajectories[14]["vector"] == trajectories[14]["vector"]
     taken.clear()
-    # held in memory, the trajectories are handed back with one vector per situation
+    # held in memory, the run takes no vector either, not for its report nor its repr
     memory = run(None, unique=5, repeats=3)
-    assert len(taken) == 5
+    assert memory.report().n_traces == 15 and "15 rollouts" in repr(memory)
+    assert taken == []
+    # reading the trajectories takes each situation's vector once, one list shared by the
+    # situation's rows, and reading them again takes none
     assert [r["vector"] for r in memory.trajectories] == [r["vector"] for r in trajectories]
+    assert len(taken) == 5
+    held = list(memory.trajectories)
+    assert held[0]["vector"] is held[1]["vector"] is held[2]["vector"]
+    assert held[2]["vector"] is not held[3]["vector"]
+    assert memory.trajectories[-1] is held[-1] and memory.trajectories[3:5] == held[3:5]
+    assert len(taken) == 5
+    # a change to a trajectory held in memory stays: it is the same dict on every read
+    del held[0]["vector"]
+    assert "vector" not in memory.trajectories[0]

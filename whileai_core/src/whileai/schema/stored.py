@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, SupportsIndex, overload
 
 from whileai.schema.records import RowError
+from whileai.schema.rowlist import RowSequence
 
 Attach = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -30,7 +31,7 @@ class Offsets(Protocol):
     def __iter__(self) -> Iterator[SupportsIndex]: ...
 
 
-class StoredRows(Sequence[dict[str, Any]]):
+class StoredRows(RowSequence):
     """A run's rows in ``path``, at byte ``offsets``, in that order; a sequence (and callable,
     as ``data.rows()`` is) whose items are parsed from the file on each read."""
 
@@ -76,16 +77,6 @@ class StoredRows(Sequence[dict[str, Any]]):
 
     def __call__(self) -> StoredRows:
         return self
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __add__(self, other: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [*self, *other]
 
     def __repr__(self) -> str:
         return f"<StoredRows: {len(self)} rows in {self.path}>"

@@ -21,6 +21,7 @@ from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
+from whileai.simulations.finished import KeptTrajectories
 from whileai.simulations.tally import RunTally
 from whileai.sync import run_sync
 
@@ -248,7 +249,8 @@ class Simulation:
         rows: Sequence[dict[str, Any]] | None = None,
         tally: RunTally | None = None,
     ) -> None:
-        #: a list in memory; for a run that streamed to ``output=``, the rows read back from
+        #: held in memory (KeptTrajectories, each situation's vector put on when read; a list
+        #: when given one); for a run that streamed to ``output=``, the rows read back from
         #: the file with their privileged block and vector put back (StoredRows)
         self.trajectories = trajectories
         # the engine hands over the rows it already exported (a list, or the file read back);
@@ -273,7 +275,7 @@ class Simulation:
         errors = (
             self._tally.n_errors
             if self._tally is not None
-            else sum(1 for t in self.trajectories if t.get("error"))
+            else sum(1 for t in self._held() if t.get("error"))
         )
         return (
             f"<Simulation run {self.metadata.get('run_id')}: {len(self.trajectories)} rollouts, "
@@ -283,7 +285,13 @@ class Simulation:
     def tally(self) -> RunTally:
         """The counts the report is made of: the engine's, for a run that streamed its rows;
         else counted from the trajectories as they are now."""
-        return self._tally if self._tally is not None else RunTally.of(self.trajectories)
+        return self._tally if self._tally is not None else RunTally.of(self._held())
+
+    def _held(self) -> Sequence[dict[str, Any]]:
+        """The trajectories as the run holds them: without the vectors reading them puts on
+        (counting reads no vector)."""
+        trajectories = self.trajectories
+        return trajectories.held() if isinstance(trajectories, KeptTrajectories) else trajectories
 
     @property
     def pass_at(self) -> Any:
