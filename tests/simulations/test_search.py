@@ -253,3 +253,29 @@ def test_rl_extra_repeats_go_to_the_most_split_groups_first() -> None:
     assert went["groups"][chosen] == {"planned": 4, "extra": 2, "cut_by_budget": 0}
     assert went["groups"][first_split] == {"planned": 4, "extra": 0, "cut_by_budget": 2}
     assert "rollouts planned / extra / cut" in str(data.report())
+
+
+def test_a_strategy_that_draws_up_front_lets_each_spec_go_once_it_is_asked_for() -> None:
+    import gc
+    import types
+
+    from whileai.simulations.search import EvenSpread, UpFront
+
+    up = UpFront(EvenSpread(), total=5)
+    dimensions = {"topic": ["a", "b"], "tone": ["calm"]}
+    rng = random.Random(0)
+    first = up.ask(dimensions, 2, rng, None)
+    rest = up.ask(dimensions, 10, rng, None)
+    assert [len(first), len(rest)] == [2, 3]
+    assert up.ask(dimensions, 1, rng, None) == []
+    assert {s["topic"] for s in first + rest} == {"a", "b"}
+    # a long run's plan holds what each spec became; the strategy keeps none of them
+    handed = first + rest
+    for spec in handed:
+        holders = [
+            r
+            for r in gc.get_referrers(spec)
+            if not any(r is mine for mine in (first, rest, handed))
+            and not isinstance(r, types.FrameType)
+        ]
+        assert holders == []

@@ -22,6 +22,7 @@ the killed one did.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import random
 from collections import Counter
@@ -84,8 +85,9 @@ class UpFront:
     def __init__(self, strategy: Any, total: int) -> None:
         self.strategy = strategy
         self.total = total
-        self._drawn: list[dict[str, Any]] | None = None
-        self._next = 0
+        #: the specs drawn and not yet handed out: each is let go once asked for (the run's
+        #: plan holds what it was made of), so a long run does not keep every spec twice
+        self._drawn: collections.deque[dict[str, Any]] | None = None
 
     def ask(
         self,
@@ -97,15 +99,14 @@ class UpFront:
     ) -> list[dict[str, Any]]:
         if self._drawn is None:
             drawn = self.strategy.choose(dimensions, self.total, rng, arm_weights, **extra)
-            self._drawn = [dict(s) for s in drawn]
+            self._drawn = collections.deque(dict(s) for s in drawn)
             if len(self._drawn) != self.total:
                 raise ValueError(
                     f"strategy {_name_of(self.strategy)} returned {len(self._drawn)} specs "
                     f"for n={self.total}"
                 )
-        batch = self._drawn[self._next : self._next + n]
-        self._next += len(batch)
-        return batch
+        drawn = self._drawn
+        return [drawn.popleft() for _ in range(min(n, len(drawn)))]
 
 
 def _name_of(strategy: Any) -> str:
