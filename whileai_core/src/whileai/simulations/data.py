@@ -2,8 +2,9 @@
 
 ``data.trajectories`` keeps the privileged block for the judge; ``data.rows`` is the same rows
 as they may leave memory (``export_row``), a sequence that is also callable. Held in memory
-they are lists; a run that streamed to ``output=`` hands back both as ``StoredRows`` over the
-file (``whileai.simulations.finished``). ``save``, ``output=`` and the sidecar write exactly
+the rows are a list and the trajectories a ``KeptTrajectories`` (each situation's vector put on
+when read); a run that streamed to ``output=`` hands back both as ``StoredRows`` over the file
+(``whileai.simulations.finished``). ``save``, ``output=`` and the sidecar write exactly
 ``data.rows``.
 """
 
