@@ -219,6 +219,8 @@ def test_a_run_whose_strategy_reads_no_vectors_takes_them_only_when_trajectories
     assert held[0]["vector"] is held[1]["vector"] is held[2]["vector"]
     assert held[2]["vector"] is not held[3]["vector"]
     assert memory.trajectories[-1] is held[-1] and memory.trajectories[3:5] == held[3:5]
+    with pytest.raises(IndexError, match="trajectory 15 of 15"):
+        memory.trajectories[15]
     assert len(taken) == 5
     # a change to a trajectory held in memory stays: it is the same dict on every read
     del held[0]["vector"]

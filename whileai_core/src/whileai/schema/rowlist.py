@@ -4,7 +4,7 @@ memory) and :class:`RowSequence`, what a sequence of rows that is not a list sha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 
 class RowList(list[dict[str, Any]]):
@@ -15,8 +15,34 @@ class RowList(list[dict[str, Any]]):
 
 
 class RowSequence(Sequence[dict[str, Any]]):
-    """A sequence of rows that compares and concatenates as the list of its rows would (a
-    run's rows read back from its output, its trajectories held in memory)."""
+    """A sequence of rows that indexes, slices, compares and concatenates as the list of its
+    rows would (a run's rows read back from its output, its trajectories held in memory).
+    A subclass gives ``__len__``, ``_item(i)`` for a position from the start and
+    ``_items(positions)`` for a slice's."""
+
+    #: what an IndexError calls an item
+    _item_name = "row"
+
+    def _item(self, i: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _items(self, positions: range) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return self._items(range(len(self))[index])
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"{self._item_name} {index} of {n}")
+        return self._item(i)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str | bytes):

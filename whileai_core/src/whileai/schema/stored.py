@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol, SupportsIndex, overload
+from typing import IO, Any, Protocol, SupportsIndex
 
 from whileai.schema.records import RowError
 from whileai.schema.rowlist import RowSequence
@@ -52,23 +52,13 @@ class StoredRows(RowSequence):
     def __len__(self) -> int:
         return len(self._offsets)
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            picked = range(len(self))[index]
-            with self._open() as f:
-                return [self._read(f, self._offsets[i]) for i in picked]
-        n = len(self)
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError(f"row {index} of {n}")
+    def _item(self, i: int) -> dict[str, Any]:
         with self._open() as f:
             return self._read(f, self._offsets[i])
+
+    def _items(self, positions: range) -> list[dict[str, Any]]:
+        with self._open() as f:
+            return [self._read(f, self._offsets[i]) for i in positions]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         with self._open() as f:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any
 
 from whileai.executors import privileged_block
 from whileai.schema.export import export_line
@@ -106,6 +106,8 @@ class KeptTrajectories(RowSequence):
     trajectory is read, and what the run counts for its report reads the rows without one
     (:meth:`held`)."""
 
+    _item_name = "trajectory"
+
     def __init__(self, rows: list[dict[str, Any]], vectors: Mapping[str, Sequence[float]]) -> None:
         self._rows = rows
         self._vectors = vectors
@@ -116,24 +118,12 @@ class KeptTrajectories(RowSequence):
     def __len__(self) -> int:
         return len(self._rows)
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self._shown_row(i) for i in range(len(self))[index]]
-        n = len(self)
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError(f"trajectory {index} of {n}")
-        return self._shown_row(i)
+    def _items(self, positions: range) -> list[dict[str, Any]]:
+        return [self._item(i) for i in positions]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for i in range(len(self._rows)):
-            yield self._shown_row(i)
+            yield self._item(i)
 
     def __repr__(self) -> str:
         return f"<KeptTrajectories: {len(self)} rows in memory>"
@@ -143,7 +133,7 @@ class KeptTrajectories(RowSequence):
         run's rows reads: no field of its report is a vector)."""
         return self._rows
 
-    def _shown_row(self, i: int) -> dict[str, Any]:
+    def _item(self, i: int) -> dict[str, Any]:
         row = self._rows[i]
         if self._shown_at[i]:
             return row
