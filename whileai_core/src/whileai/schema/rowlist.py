@@ -3,7 +3,8 @@ memory) and :class:`RowSequence`, what a sequence of rows that is not a list sha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 
@@ -17,17 +18,23 @@ class RowList(list[dict[str, Any]]):
 class RowSequence(Sequence[dict[str, Any]]):
     """A sequence of rows that indexes, slices, compares and concatenates as the list of its
     rows would (a run's rows read back from its output, its trajectories held in memory).
-    A subclass gives ``__len__``, ``_item(i)`` for a position from the start and
-    ``_items(positions)`` for a slice's."""
+    A subclass gives ``__len__`` and ``_item(i)``, the item at a position from the start; one
+    that reads a batch cheaper than item by item also gives ``_items`` and ``__iter__``."""
 
     #: what an IndexError calls an item
     _item_name = "row"
 
+    @abstractmethod
     def _item(self, i: int) -> dict[str, Any]:
-        raise NotImplementedError
+        """The item at position ``i`` (0 <= i < len)."""
 
     def _items(self, positions: range) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """The items at ``positions`` (a slice's)."""
+        return [self._item(i) for i in positions]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self._item(i)
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...

@@ -13,7 +13,7 @@ temporary file).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.executors import privileged_block
@@ -117,13 +117,6 @@ class KeptTrajectories(RowSequence):
 
     def __len__(self) -> int:
         return len(self._rows)
-
-    def _items(self, positions: range) -> list[dict[str, Any]]:
-        return [self._item(i) for i in positions]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for i in range(len(self._rows)):
-            yield self._item(i)
 
     def __repr__(self) -> str:
         return f"<KeptTrajectories: {len(self)} rows in memory>"

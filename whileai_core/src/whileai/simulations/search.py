@@ -22,10 +22,9 @@ the killed one did.
 
 from __future__ import annotations
 
-import collections
 import itertools
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,7 +86,7 @@ class UpFront:
         self.total = total
         #: the specs drawn and not yet handed out: each is let go once asked for (the run's
         #: plan holds what it was made of), so a long run does not keep every spec twice
-        self._drawn: collections.deque[dict[str, Any]] | None = None
+        self._drawn: deque[dict[str, Any]] | None = None
 
     def ask(
         self,
@@ -99,14 +98,14 @@ class UpFront:
     ) -> list[dict[str, Any]]:
         if self._drawn is None:
             drawn = self.strategy.choose(dimensions, self.total, rng, arm_weights, **extra)
-            self._drawn = collections.deque(dict(s) for s in drawn)
+            self._drawn = deque(dict(s) for s in drawn)
             if len(self._drawn) != self.total:
                 raise ValueError(
                     f"strategy {_name_of(self.strategy)} returned {len(self._drawn)} specs "
                     f"for n={self.total}"
                 )
-        drawn = self._drawn
-        return [drawn.popleft() for _ in range(min(n, len(drawn)))]
+        left = self._drawn
+        return [left.popleft() for _ in range(min(n, len(left)))]
 
 
 def _name_of(strategy: Any) -> str:
