@@ -754,6 +754,22 @@ def test_every_form_of_a_value_is_how_json_repr_and_urls_write_it(value: str) ->
     assert forms(value) == {f for f in expected if f}
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZ9 .@_-'\"\\%+/é😀\u2028\n")), max_size=30))
+def test_a_text_without_backslashes_percent_signs_or_pluses_is_searched_for_every_form_it_can_hold(
+    value: str,
+) -> None:
+    """A key's first text (a shop state's strings: no backslash, percent sign or plus) makes
+    only the forms such a text can hold, and misses none of them."""
+    from whileai.schema.answer_key import _marks_of, _needles, forms
+
+    every = _needles(value)
+    for marks in range(8):
+        assert _needles(value, marks) == tuple(n for n in every if n.marks & ~marks == 0)
+        held = {f for f in forms(value) if _marks_of(f) & ~marks == 0}
+        assert held <= forms(value, marks)
+
+
 def test_cache_keys_tell_apart_what_orjson_writes_alike_and_match_equal_mappings() -> None:
     from whileai.schema.jsonline import key_text
 

@@ -119,7 +119,7 @@ class AnswerKey:
         marks = _marks_of(written)
         candidates = self._candidates.get(marks)
         if candidates is None:
-            candidates = tuple(n for v in self.values for n in _needles(v) if n.marks & ~marks == 0)
+            candidates = tuple(n for v in self.values for n in _needles(v, marks))
             self._candidates[marks] = candidates
         return [n for n in candidates if n.text in (written if n.exact_case else lowered)]
 
@@ -271,6 +271,10 @@ def _marks_of(text: str) -> int:
     """Which of the three characters whose absence from a text rules out every needle that
     holds one ``text`` holds, as bits: 1 a backslash, 2 a percent sign, 4 a plus."""
     return ("\\" in text) | ("%" in text) << 1 | ("+" in text) << 2
+
+
+_BACKSLASH, _PERCENT, _PLUS = 1, 2, 4
+_ALL_MARKS = _BACKSLASH | _PERCENT | _PLUS
 
 
 #: Every character a JSON text (as ``json.dumps`` writes it) may hold outside its strings, in
@@ -487,9 +491,10 @@ def _public_face(row: Mapping[str, Any]) -> str:
     return "\n".join(parts).lower()
 
 
-def forms(value: str) -> set[str]:
+def forms(value: str, marks: int = _ALL_MARKS) -> set[str]:
     """How ``value`` may read once written into JSON, JSON inside JSON, a repr, a URL or a
-    ``\\u``-escaped dump."""
+    ``\\u``-escaped dump; with ``marks`` (:func:`_marks_of`), at least those a text holding
+    only these marks can hold (a form with another mark may be left out)."""
     # (json's own string encoders, which json.dumps of a string calls after setting up an
     # encoder: a situation's key writes each of its values in every form)
     once = encode_basestring_ascii(value)[1:-1]
@@ -499,10 +504,15 @@ def forms(value: str) -> set[str]:
         encode_basestring(value)[1:-1],
         encode_basestring_ascii(once)[1:-1],
         repr(value)[1:-1],
-        _u_escaped(value),
-        urllib.parse.quote(value, safe=""),
-        urllib.parse.quote_plus(value),
     }
+    # The forms left out without their mark are the costly ones, and no text without the
+    # mark holds them: every \u escape has a backslash, and a URL form is either the value
+    # itself (nothing in it needed quoting) or holds a percent sign or a plus.
+    if marks & _BACKSLASH:
+        found.add(_u_escaped(value))
+    if marks & (_PERCENT | _PLUS):
+        found.add(urllib.parse.quote(value, safe=""))
+        found.add(urllib.parse.quote_plus(value))
     return {f for f in found if f}
 
 
@@ -533,19 +543,22 @@ def _pattern(values: tuple[str, ...]) -> re.Pattern[str]:
 
 # a situation's answer key keeps the needles it uses: this only spares remaking them
 @functools.lru_cache(maxsize=4096)
-def _needles(value: str) -> tuple[_Needle, ...]:
+def _needles(value: str, marks: int = _ALL_MARKS) -> tuple[_Needle, ...]:
     """Each form of ``value``, and the start of a long one, as it reads inside a JSON string
-    (lower case where the case need not match)."""
+    (lower case where the case need not match), of those a text holding only ``marks`` can
+    hold (:func:`_marks_of`): a key's first text, with none of the marks, makes only the
+    few forms such a text can hold."""
     exact_case = len(value) < MIN_LINE
 
     def inside(piece: str) -> str:
         escaped = encode_basestring(piece)[1:-1]
         return escaped if exact_case else escaped.lower()
 
-    out = {_Needle(inside(form), exact_case) for form in forms(value)}
+    out = {_Needle(inside(form), exact_case) for form in forms(value, marks)}
     if len(value) >= LONG_VALUE:
         out.add(_Needle(inside(_cut(value)), exact_case, whole=inside(value)))
-    return tuple(sorted(out, key=lambda n: (-len(n.text), n.text)))
+    held = (n for n in out if n.marks & ~marks == 0)
+    return tuple(sorted(held, key=lambda n: (-len(n.text), n.text)))
 
 
 def _cut(value: str) -> str:
