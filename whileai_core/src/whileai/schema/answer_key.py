@@ -448,38 +448,61 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
 
 def _has_leaf(value: Any) -> bool:
     """Whether :func:`_leaves` finds anything in ``value``, told at the first it would."""
-    if value is None or isinstance(value, bool):
+    # JSON's own kinds by exact type first: a key is made of a block read back from JSON
+    kind = type(value)
+    if kind is str or kind is int or kind is float:
+        return True
+    if value is None or kind is bool:
         return False
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         return any(_has_leaf(v) for v in value.values())
-    if isinstance(value, list | tuple | set | frozenset):
+    if kind is list or isinstance(value, list | tuple | set | frozenset):
         return any(_has_leaf(v) for v in value)
     return True
 
 
 def _leaves(value: Any) -> list[Any]:
-    """The scalar values of a privileged field (strings, numbers), at any depth."""
-    if value is None or isinstance(value, bool):
-        return []
-    if isinstance(value, Mapping):
-        return [leaf for v in value.values() for leaf in _leaves(v)]
-    if isinstance(value, list | tuple | set | frozenset):
-        return [leaf for v in value for leaf in _leaves(v)]
-    return [value]
+    """The scalar values of a privileged field (strings, numbers), at any depth, in order."""
+    out: list[Any] = []
+    _add_leaves(value, out)
+    return out
+
+
+def _add_leaves(value: Any, out: list[Any]) -> None:
+    kind = type(value)
+    if kind is str or kind is int or kind is float:
+        out.append(value)
+    elif value is None or kind is bool:
+        return
+    elif kind is dict or isinstance(value, Mapping):
+        for item in value.values():
+            _add_leaves(item, out)
+    elif kind is list or isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            _add_leaves(item, out)
+    else:
+        out.append(value)
 
 
 def _field_names(block: Any) -> set[str]:
     """The names a fact block uses for its fields: a value equal to one (``withheld_until_asked:
     ["order_id"]``) names a field, it is not a fact."""
     names: set[str] = set()
-    if isinstance(block, Mapping):
-        for key, value in block.items():
-            names.add(str(key))
-            names.update(_field_names(value))
-    elif isinstance(block, list | tuple):
-        for value in block:
-            names.update(_field_names(value))
+    _add_field_names(block, names)
     return names
+
+
+def _add_field_names(block: Any, names: set[str]) -> None:
+    kind = type(block)
+    if kind is dict or (kind is not list and isinstance(block, Mapping)):
+        for key, value in block.items():
+            names.add(key if type(key) is str else str(key))
+            kind = type(value)
+            if kind is dict or kind is list or not (kind is str or kind is int or kind is float):
+                _add_field_names(value, names)
+    elif kind is list or isinstance(block, list | tuple):
+        for value in block:
+            _add_field_names(value, names)
 
 
 def _public_face(row: Mapping[str, Any]) -> str:
@@ -554,11 +577,14 @@ def _needles(value: str, marks: int = _ALL_MARKS) -> tuple[_Needle, ...]:
         escaped = encode_basestring(piece)[1:-1]
         return escaped if exact_case else escaped.lower()
 
-    out = {_Needle(inside(form), exact_case) for form in forms(value, marks)}
+    # most forms of a plain value read alike inside a JSON string: one needle per text
+    texts = {inside(form) for form in forms(value, marks)}
+    out = [_Needle(text, exact_case) for text in texts if _marks_of(text) & ~marks == 0]
     if len(value) >= LONG_VALUE:
-        out.add(_Needle(inside(_cut(value)), exact_case, whole=inside(value)))
-    held = (n for n in out if n.marks & ~marks == 0)
-    return tuple(sorted(held, key=lambda n: (-len(n.text), n.text)))
+        cut = _Needle(inside(_cut(value)), exact_case, whole=inside(value))
+        if cut.marks & ~marks == 0:
+            out.append(cut)
+    return tuple(sorted(out, key=lambda n: (-len(n.text), n.text)))
 
 
 def _cut(value: str) -> str:
