@@ -74,6 +74,17 @@ class Sampling:
             data["stop"] = tuple(data["stop"])
         return cls(**data)
 
+    def with_seed(self, seed: int) -> Sampling:
+        """This sampling with ``seed`` (a rollout's own, made for every rollout: by name,
+        at half the cost of ``attrs.evolve``'s look at every field)."""
+        return Sampling(
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            top_p=self.top_p,
+            seed=seed,
+            stop=self.stop,
+        )
+
 
 @attrs.frozen
 class Completion:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.schema.answer_key import AnswerKey, answer_key
-from whileai.schema.jsonline import dumps_exact, line_of, line_of_loaded
+from whileai.schema.jsonline import STDLIB, dumps_exact, line_of, line_of_loaded
 from whileai.schema.reserved import Stripper
 
 PRIVILEGED_KEYS: frozenset[str] = frozenset(
@@ -97,16 +97,21 @@ def step_messages(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
+#: json.dumps(..., ensure_ascii=False, sort_keys=True, default=str), built once (dumps with
+#: options builds an encoder per call, and a transcript is rebuilt for every row)
+_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _content(content: Any) -> Any:
     if content is None or isinstance(content, str):
         return content
-    return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
+    return _SORTED.encode(content)
 
 
 def _arguments(arguments: Any) -> str:
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False, default=str)
+    return STDLIB.encode(arguments if arguments is not None else {})
 
 
 def export_row(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -97,21 +97,26 @@ def _user_left_early(steps: Sequence[Mapping[str, Any]], patience: int) -> tuple
     return None
 
 
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[A-Za-z]")
+
+
 def _shape(value: str) -> str:
-    return re.sub(r"[A-Za-z]", "a", re.sub(r"\d", "9", value))
+    return _LETTER.sub("a", _DIGIT.sub("9", value))
 
 
 def _user_contradicted(
     steps: Sequence[Mapping[str, Any]], situation: Situation
 ) -> tuple[str, str] | None:
-    ids = {
-        str(name): str(value)
+    # each id with its shape, made once: every token the user said is held against each
+    ids = [
+        (str(name), value, _shape(value))
         for name, value in situation.hidden_state.items()
         if isinstance(value, str)
         and len(value) >= MIN_VALUE
-        and re.search(r"\d", value)
-        and re.search(r"[A-Za-z]", value)
-    }
+        and _DIGIT.search(value)
+        and _LETTER.search(value)
+    ]
     if not ids:
         return None
     known = {str(v) for v in situation.hidden_state.values()}
@@ -119,8 +124,11 @@ def _user_contradicted(
         for found in _TOKEN.findall(str(turn.get("content") or "")):
             # a sentence's full stop or dash is not part of the id
             token = found.strip(".+-")
-            for name, value in ids.items():
-                if token != value and token not in known and _shape(token) == _shape(value):
+            if token in known:
+                continue
+            shape = _shape(token)
+            for name, value, value_shape in ids:
+                if token != value and shape == value_shape:
                     return "user", (
                         f"the simulated user named {name} {token!r}; its situation says {value!r}"
                     )

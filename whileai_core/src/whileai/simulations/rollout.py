@@ -18,6 +18,7 @@ import attrs
 from whileai.backends import Backend, BackendError, Completion, Sampling
 from whileai.executors import Job, RolloutSettings, job_lineage, job_task, unfinished_row
 from whileai.schema.export import step_messages
+from whileai.schema.jsonline import STDLIB
 from whileai.schema.records import Judgment, Rollout, to_row
 from whileai.seeds import SeededOnFirstDraw
 from whileai.signatures import accepts
@@ -69,7 +70,7 @@ class _Tally:
 
 
 def _seeded(base: Sampling, seed: int) -> Sampling:
-    return base if base.seed is not None else attrs.evolve(base, seed=seed)
+    return base if base.seed is not None else base.with_seed(seed)
 
 
 def _assistant_step(c: Completion, ctx: RolloutContext) -> dict[str, Any]:
@@ -112,8 +113,12 @@ def _count(tally: _Tally, c: Completion, *, user: bool) -> None:
         tally.sampling = dict(c.sampling) if c.sampling is not None else None
 
 
+#: json.dumps(..., ensure_ascii=False), built once: a tool's answer is written on every call
+_TOOL_CONTENT = json.JSONEncoder(ensure_ascii=False)
+
+
 def _tool_content(content: Any) -> str:
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return content if isinstance(content, str) else _TOOL_CONTENT.encode(content)
 
 
 async def _call_tool(episode: Episode, name: str, call: Any, step: int) -> tuple[str, str | None]:
@@ -244,7 +249,7 @@ def _user_messages(
     ctx: RolloutContext, situation: Situation, prompt: str, steps: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     persona = ctx.user_persona or situation.persona
-    known = json.dumps(dict(situation.hidden_state), ensure_ascii=False, default=str)
+    known = STDLIB.encode(dict(situation.hidden_state))
     known = known[: ctx.user_context_chars]
     system = ctx.user_prompt.format(
         persona=persona, request=prompt, known=known, done=SATISFIED_TAG, give_up=GAVE_UP_TAG
