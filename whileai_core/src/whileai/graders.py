@@ -70,10 +70,7 @@ class Grader:
         """A copy of ``row`` graded by this judge (``into="llm_reward"`` keeps ``reward``)."""
         verdict = await self.verdict(row)
         if into == "reward":
-            fixed = Scorer(
-                self.scorer.name, self.scorer.label_source, self.scorer.meta, lambda _row: verdict
-            )
-            return grade_row(row, fixed)
+            return grade_row(row, self.scorer, verdict=verdict)
         graded = dict(row)
         graded[into] = verdict.reward
         graded.setdefault("llm_judge", {})
