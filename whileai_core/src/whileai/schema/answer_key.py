@@ -498,7 +498,8 @@ def _add_field_names(block: Any, names: set[str]) -> None:
         for key, value in block.items():
             names.add(key if type(key) is str else str(key))
             kind = type(value)
-            if kind is dict or kind is list or not (kind is str or kind is int or kind is float):
+            # (a string or number names nothing: only what holds keys is read further)
+            if not (kind is str or kind is int or kind is float):
                 _add_field_names(value, names)
     elif kind is list or isinstance(block, list | tuple):
         for value in block:
