@@ -108,17 +108,18 @@ def _shape(value: str) -> str:
 def _user_contradicted(
     steps: Sequence[Mapping[str, Any]], situation: Situation
 ) -> tuple[str, str] | None:
-    # each id with its shape, made once: every token the user said is held against each
-    ids = [
-        (str(name), value, _shape(value))
+    named = {
+        str(name): value
         for name, value in situation.hidden_state.items()
         if isinstance(value, str)
         and len(value) >= MIN_VALUE
         and _DIGIT.search(value)
         and _LETTER.search(value)
-    ]
-    if not ids:
+    }
+    if not named:
         return None
+    # each id's shape, made once: every token the user said is held against each
+    ids = [(name, value, _shape(value)) for name, value in named.items()]
     known = {str(v) for v in situation.hidden_state.values()}
     for turn in _user_turns(steps):
         for found in _TOKEN.findall(str(turn.get("content") or "")):
