@@ -109,7 +109,7 @@ def _user_contradicted(
     steps: Sequence[Mapping[str, Any]], situation: Situation
 ) -> tuple[str, str] | None:
     named = {
-        str(name): value
+        str(name): str(value)
         for name, value in situation.hidden_state.items()
         if isinstance(value, str)
         and len(value) >= MIN_VALUE
