@@ -325,6 +325,41 @@ def test_tasks_replay_rows_keeping_their_writer() -> None:
     assert prompts.rows[0]["writer_model"] == "seed"
 
 
+def replying(text: str) -> Any:
+    """An agent that says ``text`` whatever it is asked."""
+
+    def agent(messages: list[dict[str, Any]]) -> str:
+        return text
+
+    return agent
+
+
+def test_a_task_row_with_only_an_answer_key_keeps_it_for_the_judge() -> None:
+    """A row from your own dataset: a prompt and a reference, no hidden state. The world
+    rebuilds the facts; the reference, goal, principle and rubric stay the row's own."""
+    task = {
+        "prompt": "What is 6 * 7?",
+        "privileged": {"reference": "42", "principle": "show the product", "goal": {"n": 42}},
+    }
+    for reply, reward in (("The answer is 42.", 1.0), ("The answer is 41.", 0.0)):
+        agent = replying(reply)
+        data = run(ContainsPlugin(), tasks=[task], repeats=2, agent_model=agent, judge="Contains")
+        assert [(r["judge_status"], r["reward"]) for r in data.rows] == [("ok", reward)] * 2
+        kept = data.trajectories[0]["privileged"]
+        assert (kept["reference"], kept["principle"], kept["goal"]) == (
+            "42",
+            "show the product",
+            {"n": 42},
+        )
+        assert all("privileged" not in r for r in data.rows)
+
+
+def test_a_task_rows_answer_key_of_the_wrong_type_names_the_row_and_the_field() -> None:
+    task = {"prompt": "What is 6 * 7?", "privileged": {"reference": "42", "goal": "42"}}
+    with pytest.raises(ValueError, match=r"tasks\[1\]\['privileged'\]\['goal'\] must be a mapping"):
+        run(tasks=["Where is my order A1234?", task], repeats=1)
+
+
 def test_a_model_writer_rephrases_situations_and_is_named_on_rows() -> None:
     data = run(simulator="fake:user", unique=2, repeats=1)
     assert {r["writer_model"] for r in data.rows} == {"fake:user"}

@@ -107,7 +107,8 @@ def plan_from_tasks(
     replayed as it was. A saved row or a bare prompt does not: the world rebuilds the
     situation's facts from the seed and spec the row carries (the same seed, spec and
     phrasing give the same facts), or from a seed of this run for a bare prompt, and the
-    prompt is kept word for word."""
+    prompt is kept word for word. A row with an answer key but no hidden state (a dataset's
+    prompt and reference) keeps its key over the rebuilt one."""
     plans = []
     for i, task in enumerate(tasks):
         if isinstance(task, str):
@@ -154,6 +155,7 @@ def plan_from_tasks(
                 prompt=row["prompt"],
                 writer_model=writer_model,
                 dimensions=dims or dict(rebuilt.dimensions),
+                **_answer_key_given(privileged, i),
             )
             dims = dict(situation.dimensions)
         plans.append(
@@ -176,6 +178,35 @@ def plan_from_tasks(
             seen.add(plan.scenario_id)
             unique.append(plan)
     return unique
+
+
+#: what a task row's privileged block may say of its answer key beside a hidden state, and
+#: what each must be (the Situation field it fills); a reference may be any value
+_GIVEN_KEY: dict[str, tuple[type, str]] = {
+    "goal": (Mapping, "a mapping"),
+    "principle": (str, "a string"),
+    "rubric": (str, "a string"),
+}
+
+
+def _answer_key_given(privileged: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """The answer key a task row gives without a hidden state: the world rebuilds the facts,
+    and the row's own reference, goal, principle and rubric replace the rebuilt ones, so a
+    reference the user gave is never dropped for a drawn one."""
+    given: dict[str, Any] = {}
+    if privileged.get("reference") is not None:
+        given["reference"] = privileged["reference"]
+    for name, (kind, described) in _GIVEN_KEY.items():
+        value = privileged.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
+            raise ValueError(
+                f"tasks[{index}]['privileged'][{name!r}] must be {described}, "
+                f"got {type(value).__name__}: {value!r}"
+            )
+        given[name] = dict(value) if kind is Mapping else value
+    return given
 
 
 def _who_the_user_is(
