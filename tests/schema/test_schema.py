@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import whileai as wai
 from whileai.schema import records as schema
+from whileai.schema import report as wai_report
 from whileai.schema.export import export_row
 
 SCHEMA_FILE = files("whileai.schema") / "row-v1.json"
@@ -279,3 +280,43 @@ def test_a_row_writer_finishes_a_line_the_file_took_only_part_of(tmp_path: Any) 
     with pytest.raises(OSError, match=r"rows\.jsonl: wrote \d+ of \d+ bytes of a row"):
         writer.write_line(lines[3])
     writer.close()
+
+
+@attrs.frozen
+class _Inner(wai_report.Report):
+    count: Any
+    share: Any
+
+
+@attrs.frozen
+class _Outer(wai_report.Report):
+    inner: _Inner
+    groups: Any
+    by_name: Any
+    odd: Any
+    _hidden: Any = "never shown"
+
+
+def test_a_report_is_written_as_the_same_text_as_its_plain_data_copy() -> None:
+    """write_sidecar takes a run's report as it is: what json has no type for (a nested report,
+    a mapping that is not a dict, numpy numbers, a set) reads as it does in ``to_dict()``."""
+    import types
+
+    import numpy as np
+
+    from whileai.schema.files import sidecar_text
+
+    report = _Outer(
+        inner=_Inner(np.int64(3), np.float64(0.1)),
+        groups=[{"s1": (1, np.bool_(True))}, _Inner(1, None)],
+        by_name=types.MappingProxyType({"a": np.float32(0.5), "b": [np.int32(-2)]}),
+        odd={"tags": {"x"}, "nan": float("nan")},
+    )
+    for content in (report, {"metadata": {"seed": 1}, "report": report}):
+        plain = (
+            content.to_dict()
+            if isinstance(content, wai_report.Report)
+            else {**content, "report": report.to_dict()}
+        )
+        assert sidecar_text(content) == sidecar_text(plain)
+    assert '"count": 3' in sidecar_text(report) and "_hidden" not in sidecar_text(report)

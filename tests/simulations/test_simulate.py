@@ -367,6 +367,15 @@ def test_a_model_writer_rephrases_situations_and_is_named_on_rows() -> None:
     assert "same_model" in data.degraded
 
 
+def test_a_runs_sidecar_is_the_same_text_whether_its_report_is_copied_first_or_not() -> None:
+    from whileai.schema.files import sidecar_text
+
+    data = run(unique=3, repeats=2, seed=4)
+    written = sidecar_text(data.sidecar(complete=True, plain=False))
+    assert written == sidecar_text(data.sidecar(complete=True))
+    assert json.loads(written)["report"] == data.report().to_dict()
+
+
 def test_output_streams_rows_and_writes_the_sidecar(tmp_path: Any) -> None:
     out = tmp_path / "run.jsonl"
     data = run(unique=2, repeats=2, output=str(out))

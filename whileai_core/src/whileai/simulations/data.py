@@ -334,15 +334,21 @@ class Simulation:
         """Write the rows (JSONL) and the sidecar; returns the rows' path."""
         target = Path(path)
         write_rows(target, self.rows)
-        write_sidecar(sidecar_path(target), self.sidecar(complete=True))
+        write_sidecar(sidecar_path(target), self.sidecar(complete=True, plain=False))
         return target
 
-    def sidecar(self, *, complete: bool, report: RunReport | None = None) -> dict[str, Any]:
+    def sidecar(
+        self, *, complete: bool, report: RunReport | None = None, plain: bool = True
+    ) -> dict[str, Any]:
         """What the ``.meta.json`` beside the rows holds: metadata, prompts, knobs, report
-        (``report``, when the caller has this run's :meth:`report` already)."""
-        shown = None
+        (``report``, when the caller has this run's :meth:`report` already). ``plain=False``
+        leaves the report a :class:`RunReport`, for ``write_sidecar``, which writes it as the
+        same text as its plain-data copy without making one."""
+        shown: Any = None
         if len(self.trajectories):
-            shown = _plain_report(report if report is not None else self.report())
+            shown = report if report is not None else self.report()
+            if plain:
+                shown = shown.to_dict()
         return {
             "metadata": self.metadata,
             "system_prompts": self.system_prompts,
@@ -388,11 +394,6 @@ class Simulation:
             output=None,
             registry=self._registry,
         )
-
-
-def _plain_report(report: RunReport) -> dict[str, Any]:
-    out = report.to_dict()
-    return out
 
 
 def counts_by(rows: list[Mapping[str, Any]], key: str) -> dict[str, int]:

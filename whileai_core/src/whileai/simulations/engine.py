@@ -1002,7 +1002,7 @@ def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) 
     # one report for the sidecar and the observers: each computes pass@1 over every task
     report = data.report()
     if opened.output is not None:
-        sidecar = data.sidecar(complete=not report.stopped, report=report)
+        sidecar = data.sidecar(complete=not report.stopped, report=report, plain=False)
         write_sidecar(sidecar_path(opened.output), sidecar)
     if not observed:
         # the report as plain data walks a table of every task: not for no one
