@@ -154,20 +154,30 @@ def rewards(data: Any) -> list[float]:
     return [r["reward"] for r in data.rows]
 
 
-def run_shop(n: int, output: str) -> Any:
-    """The shop world, multi-turn, with tools and faults, a scripted agent that does the job
-    right and a user pleased by any answer, writing its rows."""
-    from whileai.testing import PleasedUser
-    from whileai_worlds.testing import ScriptedSupportAgent
+class ShopDoubles:
+    """The shop run's agent and user: a scripted agent that does the job right and a user
+    pleased by any answer."""
 
-    class ShopDoubles:
-        @hookimpl
-        def whileai_register_backends(self, register: Any) -> None:
-            register("support", lambda argument=None, **_: ScriptedSupportAgent())
-            register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))
+    @hookimpl
+    def whileai_register_backends(self, register: Any) -> None:
+        from whileai.testing import PleasedUser
+        from whileai_worlds.testing import ScriptedSupportAgent
 
+        register("support", lambda argument=None, **_: ScriptedSupportAgent())
+        register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))
+
+
+def shop_registry() -> Registry:
+    """The installed plugins (the shop world among them) and the shop doubles, loaded once
+    and passed to every shop run, as a loop of runs does (docs/parameters.md, ``registry``):
+    reading every installed package's entry points is a cost of the process, not of a run."""
+    return Registry.load(plugins=[ShopDoubles()])
+
+
+def run_shop(n: int, output: str, registry: Registry) -> Any:
+    """The shop world, multi-turn, with tools and faults, writing its rows."""
     return wai.simulate(
-        registry=Registry.load(plugins=[ShopDoubles()]),
+        registry=registry,
         agent_model="support:scripted",
         user_model="customer:pleased",
         simulator="template",
@@ -352,8 +362,9 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
         lambda t: [run_whileai(size, f"{scratch}/step-{t}-{i}.jsonl") for i in range(steps)],
     )
     assert all(r == 1.0 for data in stepped.result for r in rewards(data))
-    run_shop(40, f"{scratch}/shop-warm.jsonl")
-    shop = median_of("shop", lambda t: run_shop(n, f"{scratch}/shop-{t}.jsonl"))
+    registry = shop_registry()
+    run_shop(40, f"{scratch}/shop-warm.jsonl", registry)
+    shop = median_of("shop", lambda t: run_shop(n, f"{scratch}/shop-{t}.jsonl", registry))
     rows = list(shop.result.rows)
     # (the scripted agent trips over a malformed payload now and then: those rows say so in
     # error, and are rows all the same)
