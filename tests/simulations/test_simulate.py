@@ -354,10 +354,28 @@ def test_a_task_row_with_only_an_answer_key_keeps_it_for_the_judge() -> None:
         assert all("privileged" not in r for r in data.rows)
 
 
-def test_a_task_rows_answer_key_of_the_wrong_type_names_the_row_and_the_field() -> None:
-    task = {"prompt": "What is 6 * 7?", "privileged": {"reference": "42", "goal": "42"}}
-    with pytest.raises(ValueError, match=r"tasks\[1\]\['privileged'\]\['goal'\] must be a mapping"):
+@pytest.mark.parametrize(
+    ("privileged", "message"),
+    [
+        ({"reference": "42", "goal": "42"}, r"\['goal'\] must be a mapping, got str"),
+        ({"principle": ["be kind"]}, r"\['principle'\] must be a string, got list"),
+        ({"rubric": {"a": 1}}, r"\['rubric'\] must be a string or a list of criteria"),
+        ({"hidden_state": {"order": "A1"}, "goal": 3}, r"\['goal'\] must be a mapping, got int"),
+        ({"hidden_state": ["A1"]}, r"\['hidden_state'\] must be a mapping, got list"),
+    ],
+)
+def test_a_task_rows_answer_key_of_the_wrong_type_names_the_row_and_the_field(
+    privileged: dict[str, Any], message: str
+) -> None:
+    task = {"prompt": "What is 6 * 7?", "privileged": privileged}
+    with pytest.raises(ValueError, match=r"tasks\[1\]\['privileged'\]" + message):
         run(tasks=["Where is my order A1234?", task], repeats=1)
+
+
+def test_a_task_rows_rubric_may_be_a_list_of_criteria() -> None:
+    task = {"prompt": "Cancel order A1", "privileged": {"rubric": ["polite", "cancels A1"]}}
+    data = run(tasks=[task], repeats=1)
+    assert data.trajectories[0]["privileged"]["rubric"] == ["polite", "cancels A1"]
 
 
 def test_a_model_writer_rephrases_situations_and_is_named_on_rows() -> None:

@@ -130,17 +130,21 @@ def plan_from_tasks(
             given_seed if isinstance(given_seed, int) and not isinstance(given_seed, bool) else None
         )
         writer_model = str(row.get("writer_model") or SEED_WRITER)
-        if privileged.get("hidden_state"):
+        key = _answer_key_given(privileged, i)
+        hidden = privileged.get("hidden_state")
+        if hidden:
+            if not isinstance(hidden, Mapping):
+                raise ValueError(
+                    f"tasks[{i}]['privileged']['hidden_state'] must be a mapping, "
+                    f"got {type(hidden).__name__}: {hidden!r}"
+                )
             situation = Situation(
                 situation_id=scenario_id,
                 prompt=row["prompt"],
                 dimensions=dims,
-                hidden_state=dict(privileged.get("hidden_state") or {}),
-                goal=dict(privileged.get("goal") or {}),
-                reference=privileged.get("reference"),
+                hidden_state=dict(hidden),
                 writer_model=writer_model,
-                principle=privileged.get("principle"),
-                rubric=privileged.get("rubric"),
+                **key,
                 **_who_the_user_is(world, row, dims, seed),
             )
         else:
@@ -155,7 +159,7 @@ def plan_from_tasks(
                 prompt=row["prompt"],
                 writer_model=writer_model,
                 dimensions=dims or dict(rebuilt.dimensions),
-                **_answer_key_given(privileged, i),
+                **key,
             )
             dims = dict(situation.dimensions)
         plans.append(
@@ -182,17 +186,19 @@ def plan_from_tasks(
 
 #: what a task row's privileged block may say of its answer key beside a hidden state, and
 #: what each must be (the Situation field it fills); a reference may be any value
-_GIVEN_KEY: dict[str, tuple[type, str]] = {
+_GIVEN_KEY: dict[str, tuple[type | tuple[type, ...], str]] = {
     "goal": (Mapping, "a mapping"),
     "principle": (str, "a string"),
-    "rubric": (str, "a string"),
+    # (a list is a rubric of criteria, which the rubric judge writes as bullets)
+    "rubric": ((str, list, tuple), "a string or a list of criteria"),
 }
 
 
 def _answer_key_given(privileged: Mapping[str, Any], index: int) -> dict[str, Any]:
-    """The answer key a task row gives without a hidden state: the world rebuilds the facts,
-    and the row's own reference, goal, principle and rubric replace the rebuilt ones, so a
-    reference the user gave is never dropped for a drawn one."""
+    """The answer key a task row gives: its reference, goal, principle and rubric, each
+    checked. Beside a hidden state they are the situation's; without one the world rebuilds
+    the facts and these replace the rebuilt ones, so a reference the user gave is never
+    dropped for a drawn one."""
     given: dict[str, Any] = {}
     if privileged.get("reference") is not None:
         given["reference"] = privileged["reference"]
@@ -205,7 +211,8 @@ def _answer_key_given(privileged: Mapping[str, Any], index: int) -> dict[str, An
                 f"tasks[{index}]['privileged'][{name!r}] must be {described}, "
                 f"got {type(value).__name__}: {value!r}"
             )
-        given[name] = dict(value) if kind is Mapping else value
+        # (a goal is copied, as a replayed situation's own is)
+        given[name] = dict(value) if isinstance(value, Mapping) else value
     return given
 
 
