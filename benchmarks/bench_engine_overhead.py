@@ -133,9 +133,11 @@ def exact(prompt: str, completion: str) -> float:
     return 1.0 if completion == MOCK_OUTPUT else 0.0
 
 
-def run_whileai(n: int, output: str | None = None) -> Any:
+def run_whileai(n: int, output: str | None = None, registry: Registry | None = None) -> Any:
+    """``n`` single-turn rollouts, one situation each. ``registry``: the one a loop of runs
+    builds once and passes to each (a registry of its own when not given)."""
     return wai.simulate(
-        registry=Registry.from_plugins(BenchPlugin()),
+        registry=registry if registry is not None else Registry.from_plugins(BenchPlugin()),
         agent_model="instant",
         user_model="instant",
         simulator="template",
@@ -357,9 +359,14 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     written = len(Path(f"{scratch}/rows-0.jsonl").read_text(encoding="utf-8").splitlines())
     assert written == n, f"whileai wrote {written} rows of {n}"
     steps, size = rl_steps(n)
+    # a training loop builds its registry once and passes it to every step's call
+    # (docs/parameters.md, ``registry``), as Inspect AI keeps its own for the process
+    looped = Registry.from_plugins(BenchPlugin())
     stepped = median_of(
         "whileai steps",
-        lambda t: [run_whileai(size, f"{scratch}/step-{t}-{i}.jsonl") for i in range(steps)],
+        lambda t: [
+            run_whileai(size, f"{scratch}/step-{t}-{i}.jsonl", looped) for i in range(steps)
+        ],
     )
     assert all(r == 1.0 for data in stepped.result for r in rewards(data))
     registry = shop_registry()
