@@ -304,8 +304,7 @@ def sidecar_text(content: Any, depth: int = 0) -> str:
             return _SIDECAR.encode(content)
         pad = "  " * (depth + 1)
         items = [
-            f"{pad}{_SIDECAR.encode(k)}: {sidecar_text(v, depth + 1)}"
-            for k, v in content.items()
+            f"{pad}{_SIDECAR.encode(k)}: {sidecar_text(v, depth + 1)}" for k, v in content.items()
         ]
         return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
     return _SIDECAR.encode(content)
