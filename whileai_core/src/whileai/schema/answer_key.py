@@ -497,9 +497,9 @@ def _add_field_names(block: Any, names: set[str]) -> None:
     if kind is dict or (kind is not list and isinstance(block, Mapping)):
         for key, value in block.items():
             names.add(key if type(key) is str else str(key))
-            kind = type(value)
+            held = type(value)
             # (a string or number names nothing: only what holds keys is read further)
-            if not (kind is str or kind is int or kind is float):
+            if not (held is str or held is int or held is float):
                 _add_field_names(value, names)
     elif kind is list or isinstance(block, list | tuple):
         for value in block:

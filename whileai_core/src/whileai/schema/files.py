@@ -18,7 +18,7 @@ import attrs
 
 from whileai.schema.export import export_line
 from whileai.schema.records import RowError
-from whileai.schema.report import Report
+from whileai.schema.report import Report, json_default
 
 SIDECAR_SUFFIX = ".meta.json"
 
@@ -271,24 +271,10 @@ def write_sidecar(path: str | os.PathLike[str], content: Mapping[str, Any]) -> N
     os.replace(tmp, target)
 
 
-def _as_json(value: Any) -> Any:
-    """What the sidecar's encoder writes for a value JSON has no type for: a report as its
-    fields, any other mapping as a dict, a numpy scalar as its Python number (the values
-    ``Report.to_dict`` would have made, for json's C encoder to walk), else its ``str()``."""
-    if isinstance(value, Report):
-        return {k: getattr(value, k) for k in value}
-    if isinstance(value, Mapping):
-        return dict(value)
-    item = getattr(value, "item", None)
-    if callable(item):
-        return item()
-    return str(value)
-
-
-#: json.dumps(..., ensure_ascii=False) with reports and numpy scalars read by ``_as_json``: a
+#: json.dumps(..., ensure_ascii=False) with reports and numpy scalars read by json_default: a
 #: report handed over as it is (not its plain-data copy) is written as the same text, without
 #: a dict of every group built first and thrown away
-_SIDECAR = json.JSONEncoder(ensure_ascii=False, default=_as_json)
+_SIDECAR = json.JSONEncoder(ensure_ascii=False, default=json_default)
 
 
 def sidecar_text(content: Any, depth: int = 0) -> str:
@@ -299,7 +285,7 @@ def sidecar_text(content: Any, depth: int = 0) -> str:
     be a :class:`Report` or its ``to_dict()``: the text is the same."""
     if depth < 2 and isinstance(content, Mapping) and content:
         if isinstance(content, Report):
-            content = _as_json(content)
+            content = json_default(content)
         if not all(type(k) is str for k in content):
             return _SIDECAR.encode(content)
         pad = "  " * (depth + 1)

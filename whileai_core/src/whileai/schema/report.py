@@ -87,6 +87,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def json_default(value: Any) -> Any:
+    """``default=`` for a json encoder handed reports as they are: one level of what
+    :func:`_plain` makes (a report as its fields, another mapping as a dict, a numpy scalar as
+    its Python number), for the encoder to walk on in C; anything else by its ``str()``."""
+    if isinstance(value, Report):
+        return {k: getattr(value, k) for k in value}
+    if isinstance(value, Mapping):
+        return dict(value)
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    return str(value)
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     """A number for a table; None prints as a dash."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

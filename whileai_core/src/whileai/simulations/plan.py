@@ -184,8 +184,8 @@ def plan_from_tasks(
     return unique
 
 
-#: what a task row's privileged block may say of its answer key beside a hidden state, and
-#: what each must be (the Situation field it fills); a reference may be any value
+#: what a task row's privileged block may say of its answer key (with a hidden state or
+#: without), and what each must be (the Situation field it fills); a reference may be any value
 _GIVEN_KEY: dict[str, tuple[type | tuple[type, ...], str]] = {
     "goal": (Mapping, "a mapping"),
     "principle": (str, "a string"),
