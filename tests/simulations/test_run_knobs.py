@@ -4,6 +4,9 @@ resume that refuses a changed fault rate, turn limit or agent as it refuses a ch
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from typing import Any
 
 import attrs
@@ -145,6 +148,88 @@ def test_a_killed_runs_temporary_files_are_removed_on_the_next_open(tmp_path: An
     assert not stale.exists() and not stale_rows.exists()
     assert all(path.exists() for path in kept)
     assert "removed 2 temporary file(s) a killed run left beside" in " ".join(data.warnings)
+
+
+def test_a_run_killed_before_its_first_row_is_cleaned_up_by_the_next_run(tmp_path: Any) -> None:
+    # a writer killed after taking the output and starting its sidecar, before any row: it
+    # leaves its lock file (with its pid) and a half-written temporary, and no rows or sidecar
+    out = tmp_path / "run.jsonl"
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys; from whileai.schema.files import OutputLock; "
+            "OutputLock.take(sys.argv[1]); "
+            "open(os.path.join(os.path.dirname(sys.argv[1]), "
+            "f'.run.meta.json.{os.getpid()}.tmp'), 'w').write('{half'); "
+            "os.kill(os.getpid(), signal.SIGKILL)",
+            str(out),
+        ],
+        check=False,
+        timeout=60,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    pid = (tmp_path / "run.jsonl.lock").read_text()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [f".run.meta.json.{pid}.tmp", "run.jsonl.lock"]
+    data = run(unique=1, repeats=1, output=str(out))
+    assert "removed 1 temporary file(s) a killed run left beside" in " ".join(data.warnings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl", "run.meta.json"]
+
+
+def test_a_loop_writing_a_run_per_step_into_one_directory_does_not_read_it_each_step(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a training loop: one output a step, all in one directory, which only grows; looking
+    # through it for a killed run's temporaries on every step would cost more each step
+    listed: list[str] = []
+    listdir = os.listdir
+
+    def counting(path: Any = ".") -> list[str]:
+        listed.append(os.fspath(path))
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", counting)
+    for step in range(5):
+        run(unique=1, repeats=1, seed=step, output=str(tmp_path / f"step-{step}.jsonl"))
+    assert str(tmp_path) not in listed
+    # an output that holds a run may have a killed writer's temporaries beside it: looked for
+    run(unique=1, repeats=1, seed=0, output=str(tmp_path / "step-0.jsonl"), resume=True)
+    assert listed.count(str(tmp_path)) == 1
+
+
+def test_a_save_onto_an_output_a_run_is_writing_is_refused(tmp_path: Any) -> None:
+    from whileai.schema.files import OutputBusy, OutputLock
+
+    out = tmp_path / "run.jsonl"
+    data = run(unique=2, repeats=1)
+    data.save(out)
+    before = out.read_bytes()
+    held = OutputLock.take(out)  # a run in another process appending to it
+    try:
+        # replacing the file would leave that run appending to a file no longer there
+        with pytest.raises(OutputBusy, match=r"being written by another run"):
+            run(unique=3, repeats=1).save(out)
+    finally:
+        held.release()
+    assert out.read_bytes() == before
+    assert len(run(unique=3, repeats=1).save(out).read_text().splitlines()) == 3
+
+
+def test_a_save_that_fails_midway_leaves_the_file_as_it_was(tmp_path: Any) -> None:
+    from whileai.schema.files import write_rows
+
+    out = tmp_path / "rows.jsonl"
+    write_rows(out, [{"prompt": "kept"}])
+
+    def rows() -> Any:
+        yield {"prompt": "first"}
+        raise OSError("the source went away")
+
+    with pytest.raises(OSError, match="the source went away"):
+        write_rows(out, rows())
+    assert out.read_text() == '{"prompt":"kept"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]
 
 
 def test_readers_of_a_run_file_count_each_rollout_once(tmp_path: Any) -> None:

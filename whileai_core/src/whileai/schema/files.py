@@ -82,16 +82,29 @@ class RowWriter:
 
 
 def write_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write rows to a fresh file atomically (temp file + replace): ``data.save``."""
+    """Write rows to a fresh file atomically (temp file + replace): ``data.save``.
+
+    Under the output's lock, as a run writes: replacing a file a run is still appending to
+    would leave that run writing to a file no longer there (:class:`OutputBusy` instead), and
+    a save killed before its replace leaves its lock file, so the next run on the path looks
+    for the temporary it left (:func:`may_hold_stale_temporaries`)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(row_line(row))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    lock = OutputLock.take(target)
+    try:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(row_line(row))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            # a row that cannot be written (or a reader that fails) leaves the file as it was
+            tmp.unlink(missing_ok=True)
+            raise
+    finally:
+        lock.release()
 
 
 #: What ``read_jsonl`` does with a last line that has no newline (a writer may have been killed
@@ -184,11 +197,17 @@ class OutputBusy(RuntimeError):
 class OutputLock:
     """An exclusive lock on a run's output, so two runs never write one file: a lock file
     beside it (``<output>.lock``, holding the owner's pid) under ``fcntl.flock``, which the
-    kernel releases when the process dies, so a killed run never leaves it held."""
+    kernel releases when the process dies, so a killed run never leaves it held.
 
-    def __init__(self, path: Path, handle: IO[str]) -> None:
+    A run that ends removes its lock file; a killed one leaves it, with its pid in it, which
+    the next run on the output finds (:attr:`left_by`)."""
+
+    def __init__(self, path: Path, handle: IO[str], left_by: str | None = None) -> None:
         self.path = path
         self._handle: IO[str] | None = handle
+        #: the pid in the lock file when this run took it (a run that never released it: a
+        #: killed one), or None when the file was new or empty
+        self.left_by = left_by
 
     @classmethod
     def take(cls, output: str | os.PathLike[str]) -> OutputLock:
@@ -209,10 +228,12 @@ class OutputLock:
                 "runs on one file would mix their rows: wait for it, or choose another path"
             ) from None
         handle.seek(0)
+        left_by = handle.read().strip() or None
+        handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
         handle.flush()
-        return cls(path, handle)
+        return cls(path, handle, left_by)
 
     def release(self) -> None:
         if self._handle is not None:
@@ -223,7 +244,10 @@ class OutputLock:
 
 def remove_stale_temporaries(output: str | os.PathLike[str]) -> int:
     """Remove the temporary files a killed run left beside ``output`` (its rows' and its
-    sidecar's, ``.<name>.<pid>.tmp``) when their process is gone; returns how many."""
+    sidecar's, ``.<name>.<pid>.tmp``) when their process is gone; returns how many.
+
+    This reads the whole directory: a caller that opens many outputs in one directory asks
+    only when a killed writer may have left something (:func:`may_hold_stale_temporaries`)."""
     target = Path(output)
     heads = tuple(f".{name}." for name in (target.name, sidecar_path(target).name))
     removed = 0
@@ -245,6 +269,16 @@ def remove_stale_temporaries(output: str | os.PathLike[str]) -> int:
                     removed += 1
                 break
     return removed
+
+
+def may_hold_stale_temporaries(output: str | os.PathLike[str], lock: OutputLock) -> bool:
+    """Whether a killed writer may have left temporaries beside ``output``: its lock file
+    outlived its run (:attr:`OutputLock.left_by`), or the output or its sidecar exists (a run
+    or a save that wrote there before). A fresh output, as a training loop opens one a step
+    in one directory, has none of these, and its directory is not read: reading it costs a
+    millisecond per few thousand files, on every step of a loop whose directory only grows."""
+    target = Path(output)
+    return lock.left_by is not None or target.exists() or sidecar_path(target).exists()
 
 
 def _alive(pid: int) -> bool:

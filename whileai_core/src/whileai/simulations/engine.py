@@ -39,6 +39,7 @@ from whileai.response_cache import CachingBackends, caching
 from whileai.schema.files import (
     OutputLock,
     RowWriter,
+    may_hold_stale_temporaries,
     read_jsonl,
     read_sidecar,
     remove_stale_temporaries,
@@ -532,7 +533,10 @@ def _read_existing(
     call: _Call, opened: _Opened, output: str, sha: str, warnings: list[str]
 ) -> None:
     params = call.params
-    removed = remove_stale_temporaries(output)
+    assert opened.lock is not None
+    removed = (
+        remove_stale_temporaries(output) if may_hold_stale_temporaries(output, opened.lock) else 0
+    )
     if removed:
         warnings.append(f"removed {removed} temporary file(s) a killed run left beside {output}")
     side = read_sidecar(sidecar_path(output))
