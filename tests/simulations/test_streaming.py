@@ -78,6 +78,41 @@ def test_a_streamed_run_keeps_a_bounded_number_of_rows_in_memory(tmp_path: Path)
     assert max(streamed.alive) - before <= 2 * 8 + 4, streamed.alive
 
 
+def test_a_resumed_run_reads_the_rows_it_finds_one_at_a_time(tmp_path: Path) -> None:
+    # a long run killed part way holds many rows; resuming it must not load them all: the
+    # memory a resume takes grows with the rows it finds by their counts (a key, an offset, a
+    # tally entry), not by the rows. Measured in bytes allocated (tracemalloc), not timed.
+    import shutil
+    import tracemalloc
+
+    run(tmp_path, unique=400, repeats=4)
+    whole = tmp_path / "rows.jsonl"
+    lines = whole.read_bytes().splitlines(keepends=True)
+    row_bytes = len(b"".join(lines)) / len(lines)
+
+    def resumed_peak(kept: int) -> int:
+        """Bytes at the peak of resuming the run killed after ``kept`` rows."""
+        folder = tmp_path / f"killed-{kept}"
+        folder.mkdir()
+        shutil.copy(tmp_path / "rows.meta.json", folder / "rows.meta.json")
+        (folder / "rows.jsonl").write_bytes(b"".join(lines[:kept]) + lines[kept][:40])
+        gc.collect()
+        tracemalloc.start()
+        try:
+            data = run(folder, unique=400, repeats=4, resume=True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(data.rows) == 1600
+        assert len({r["lineage"]["rollout_key"] for r in data.rows}) == 1600
+        return peak
+
+    few, many = resumed_peak(200), resumed_peak(1400)
+    per_row = (many - few) / 1200
+    # a row read and held costs several times its line; one counted and let go, a fraction
+    assert per_row < row_bytes / 2, (per_row, row_bytes)
+
+
 def test_rows_trajectories_and_the_report_match_a_run_held_in_memory(tmp_path: Path) -> None:
     params: dict[str, Any] = {"unique": 6, "repeats": 4, "phrasings": 2, "max_turns": 3}
     memory, streamed = run(None, **params), run(tmp_path, **params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -140,54 +140,75 @@ def read_jsonl(
     A line that is not valid JSON, or not an object, is a RowError naming the file and line;
     nothing is skipped silently. ``tail`` says what happens to an unfinished last line (see
     ``TAIL_MODES``); ``missing_ok`` reads a file that does not exist yet as no rows (a run
-    about to start), else it is a FileNotFoundError naming ``what``.
+    about to start), else it is a FileNotFoundError naming ``what``. Every row is held in
+    memory: :func:`iter_jsonl` reads one at a time.
     """
+    rows: list[dict[str, Any]] = []
+    numbers: list[int] = []
+    starts: list[int] = []
+    for row, number, offset in iter_jsonl(path, what=what, tail=tail, missing_ok=missing_ok):
+        rows.append(row)
+        numbers.append(number)
+        starts.append(offset)
+    return FileRows(Path(path), rows, numbers, starts)
+
+
+def iter_jsonl(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "rows",
+    tail: str = "error",
+    missing_ok: bool = False,
+) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """:func:`read_jsonl` one row at a time: (row, line number, byte offset of its line), the
+    file read a line at a time, so reading a run of any length holds one row. With
+    ``tail="cut"`` the file is cut once every row has been read (a reader that stops early,
+    or fails, leaves it as it was)."""
     if tail not in TAIL_MODES:
         raise ValueError(f"tail must be one of {', '.join(TAIL_MODES)}, got {tail!r}")
     target = Path(path)
     if not target.exists():
         if missing_ok:
-            return FileRows(target, [], [])
+            return
         raise FileNotFoundError(f"{what}: no such file {str(target)!r}")
     if not target.is_file():
         raise ValueError(f"{what}: {str(target)!r} is not a file of rows (JSONL)")
-    data = target.read_bytes()
-    rows: list[dict[str, Any]] = []
-    numbers: list[int] = []
-    starts: list[int] = []
     offset = 0
     good_end = 0
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        unfinished = number == len(lines) and tail != "error"
-        end = offset + len(raw) + (0 if number == len(lines) else 1)
-        if raw.strip():
-            if unfinished:
-                break  # no newline after it: the write may have been cut; redo it
-            try:
-                value = json.loads(raw)
-            except ValueError as exc:
-                cut = (
-                    "; it is the last line and no newline ends it, as when a run is killed while "
-                    "writing a row: resume the run (resume=True, or whileai run --resume) to write "
-                    "that rollout again"
-                    if number == len(lines)
-                    else ""
-                )
-                raise RowError(f"{target}, line {number}: not valid JSON ({exc}){cut}") from None
-            if not isinstance(value, dict):
-                raise RowError(
-                    f"{target}, line {number}: a {type(value).__name__}, not a row (a JSON object)"
-                )
-            rows.append(value)
-            numbers.append(number)
-            starts.append(offset)
-        good_end = end
-        offset = end
-    if tail == "cut" and good_end < len(data):
+    with open(target, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            start = offset
+            offset += len(raw)
+            # only the file's last line can lack its newline
+            last = not raw.endswith(b"\n")
+            if raw.strip():
+                if last and tail != "error":
+                    break  # no newline after it: the write may have been cut; redo it
+                # (parsed without its newline: an error's position reads as on one line)
+                yield _row_of(raw if last else raw[:-1], target, number, last), number, start
+            good_end = offset
+    if tail == "cut" and good_end < offset:
         with open(target, "r+b") as f:
             f.truncate(good_end)
-    return FileRows(target, rows, numbers, starts)
+
+
+def _row_of(raw: bytes, target: Path, number: int, last: bool) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        cut = (
+            "; it is the last line and no newline ends it, as when a run is killed while "
+            "writing a row: resume the run (resume=True, or whileai run --resume) to write "
+            "that rollout again"
+            if last
+            else ""
+        )
+        raise RowError(f"{target}, line {number}: not valid JSON ({exc}){cut}") from None
+    if not isinstance(value, dict):
+        raise RowError(
+            f"{target}, line {number}: a {type(value).__name__}, not a row (a JSON object)"
+        )
+    return value
 
 
 class OutputBusy(RuntimeError):

@@ -14,7 +14,7 @@ import functools
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import attrs
@@ -39,8 +39,8 @@ from whileai.response_cache import CachingBackends, caching
 from whileai.schema.files import (
     OutputLock,
     RowWriter,
+    iter_jsonl,
     may_hold_stale_temporaries,
-    read_jsonl,
     read_sidecar,
     remove_stale_temporaries,
     resume_mismatch,
@@ -61,7 +61,7 @@ from whileai.simulations.branching import (
 from whileai.simulations.costs import RunCosts
 from whileai.simulations.data import Simulation
 from whileai.simulations.defaults import RunKnobs
-from whileai.simulations.finished import FinishedRows
+from whileai.simulations.finished import ExistingRows, FinishedRows
 from whileai.simulations.models import ResolvedModels, resolve_models
 from whileai.simulations.params import (
     ALIASES,
@@ -107,7 +107,7 @@ class _RunState:
     #: or in memory
     finished: FinishedRows
     #: the rollout keys a resumed run found on disk (not played again)
-    done_keys: set[str]
+    done_keys: Collection[str]
     warnings: list[str]
     progress: RunProgress
     registry: Registry
@@ -184,11 +184,6 @@ def _run_costs(call: _Call) -> RunCosts:
 def _cache_counts(call: _Call) -> dict[str, int]:
     wrapper = call.registry.backend_wrapper
     return wrapper.cache.stats.as_dict() if isinstance(wrapper, CachingBackends) else {}
-
-
-def _key_of(row: Mapping[str, Any]) -> str | None:
-    lineage = row.get("lineage")
-    return lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
 
 
 def _warn_once(warnings: list[str], message: str) -> None:
@@ -337,9 +332,8 @@ class _Opened:
     output: str | None
     run_id: str
     created: str
-    existing: list[dict[str, Any]]
-    #: the byte offset of each existing row's line
-    offsets: list[int] = attrs.field(factory=list)
+    #: the rows already in the output (resume), counted as they were read
+    existing: ExistingRows = attrs.field(factory=ExistingRows)
     #: the exclusive lock on the output, held until the run closes
     lock: OutputLock | None = None
 
@@ -516,7 +510,7 @@ def _open(call: _Call, output: str | None, sha: str, warnings: list[str]) -> _Op
     run, refuse a second writer, or resume a run when its plan matches and its rows are its
     own (its run id, its rows, each once)."""
     opened = _Opened(
-        output, uuid.uuid4().hex[:12], dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), []
+        output, uuid.uuid4().hex[:12], dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     )
     if output is None:
         return opened
@@ -540,47 +534,47 @@ def _read_existing(
     if removed:
         warnings.append(f"removed {removed} temporary file(s) a killed run left beside {output}")
     side = read_sidecar(sidecar_path(output))
-    read = read_jsonl(
+    # one row at a time: a resumed run of a million rows holds their counts, not the rows
+    rows = iter_jsonl(
         output, what="output", tail="cut" if params.resume else "drop", missing_ok=True
     )
-    on_disk = read.rows
-    if (on_disk or side) and not params.resume:
-        raise FileExistsError(
-            f"output={output!r} already holds a run ({len(on_disk)} rows); pass resume=True "
-            "to continue it, or choose another path"
-        )
-    if params.resume and side is None and on_disk:
+    if not params.resume or side is None:
+        on_disk = sum(1 for _ in rows)
+        if (on_disk or side) and not params.resume:
+            raise FileExistsError(
+                f"output={output!r} already holds a run ({on_disk} rows); pass resume=True "
+                "to continue it, or choose another path"
+            )
+        if on_disk:
+            raise ValueError(
+                f"resume=True, but {output!r} has {on_disk} rows and no sidecar "
+                f"({sidecar_path(output).name}) saying which run wrote them, so nothing shows "
+                "they belong to this one; restore the sidecar, or start a fresh output"
+            )
+        return
+    plan = _resume_plan(call, sha)
+    diff = resume_mismatch(side.get("metadata", {}).get("resume_plan", {}), plan)
+    if diff:
         raise ValueError(
-            f"resume=True, but {output!r} has {len(on_disk)} rows and no sidecar "
-            f"({sidecar_path(output).name}) saying which run wrote them, so nothing shows they "
-            "belong to this one; restore the sidecar, or start a fresh output"
+            f"resume=True, but {output!r} was started with other settings: " + "; ".join(diff)
         )
-    if params.resume and side is not None:
-        plan = _resume_plan(call, sha)
-        diff = resume_mismatch(side.get("metadata", {}).get("resume_plan", {}), plan)
-        if diff:
-            raise ValueError(
-                f"resume=True, but {output!r} was started with other settings: " + "; ".join(diff)
-            )
-        opened.run_id = str(side["metadata"].get("run_id", opened.run_id))
-        opened.created = str(side["metadata"].get("created", opened.created))
-        strangers = [r for r in on_disk if (r.get("lineage") or {}).get("run_id") != opened.run_id]
-        if strangers:
-            raise ValueError(
-                f"resume=True, but {len(strangers)} of the {len(on_disk)} rows in {output!r} "
-                f"belong to another run than {opened.run_id} (its sidecar's); they would mix "
-                "into this one: remove them, or start a fresh output"
-            )
-    seen: set[str] = set()
-    for row, offset in zip(on_disk, read.offsets, strict=True):
-        key = _key_of(row)
-        if key is None or key in seen:
-            continue
-        seen.add(key)
-        opened.existing.append(row)
-        opened.offsets.append(offset)
-    if len(opened.existing) < len(on_disk):
-        warnings.append(f"{len(on_disk) - len(opened.existing)} duplicate rows in {output} ignored")
+    opened.run_id = str(side["metadata"].get("run_id", opened.run_id))
+    opened.created = str(side["metadata"].get("created", opened.created))
+    on_disk = strangers = 0
+    for row, _line, offset in rows:
+        on_disk += 1
+        if (row.get("lineage") or {}).get("run_id") != opened.run_id:
+            strangers += 1
+        elif not strangers:
+            opened.existing.add(row, offset)
+    if strangers:
+        raise ValueError(
+            f"resume=True, but {strangers} of the {on_disk} rows in {output!r} "
+            f"belong to another run than {opened.run_id} (its sidecar's); they would mix "
+            "into this one: remove them, or start a fresh output"
+        )
+    if len(opened.existing) < on_disk:
+        warnings.append(f"{on_disk - len(opened.existing)} duplicate rows in {output} ignored")
 
 
 async def _plan(
@@ -593,9 +587,7 @@ async def _plan(
     """The run's situations: replayed from ``tasks=`` or from the first run of the call,
     or chosen by the strategy and worded by the writer."""
     params, world = call.params, call.world
-    known = {
-        str(r["scenario_id"]): str(r["prompt"]) for r in opened.existing if r.get("scenario_id")
-    }
+    known = opened.existing.prompts
     if plans is not None:
         dimensions = params.dimensions or {k: list(v) for k, v in world.dimensions().items()}
         planned = _Planned(plans, f"replay of run {replayed_from}", dimensions)
@@ -858,21 +850,9 @@ def _start(
     write the incomplete sidecar and announce the run."""
     output = opened.output
     writer = RowWriter(output, fsync=bool(call.knobs.fsync_rows)) if output is not None else None
-    finished = FinishedRows(writer)
-    learns = planned.search is not None and planned.search.learns
-    existing_at: dict[str, int] = {}
-    done_keys: set[str] = set()
-    for row, offset in zip(opened.existing, opened.offsets, strict=True):
-        finished.add_existing(row, offset)
-        key = _key_of(row)
-        if key:
-            done_keys.add(key)
-            if learns:
-                existing_at[key] = offset
-    n_existing = len(opened.existing)
-    # counted: the rows are read back from disk from here on
-    opened.existing = []
-    opened.offsets = []
+    existing = opened.existing
+    finished = FinishedRows(writer, existing)
+    n_existing = len(existing)
     if output is not None:
         write_sidecar(sidecar_path(output), simulation(finished).sidecar(complete=False))
     for warning in notify(
@@ -888,13 +868,14 @@ def _start(
     return _RunState(
         opened.run_id,
         finished,
-        done_keys,
+        existing.at.keys(),
         warnings,
         progress,
         call.registry,
         total,
         run_redactor(call),
-        existing_at=existing_at,
+        # (a strategy that learns is told the rows of its batches, these among them)
+        existing_at=existing.at,
     )
 
 

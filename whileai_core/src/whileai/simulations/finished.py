@@ -25,13 +25,46 @@ from whileai.simulations.tally import RunTally
 from whileai.worlds import Situation
 
 
+class ExistingRows:
+    """The rows a resumed run found in its output, counted as they are read and let go, so a
+    run of any length resumes in the memory of its counts: the rows' tally and line offsets,
+    each rollout key with its line's offset, and each situation's prompt."""
+
+    def __init__(self) -> None:
+        self.tally = RunTally()
+        self.offsets = array("q")
+        #: each row's rollout key, and where its line starts
+        self.at: dict[str, int] = {}
+        #: each situation's prompt, by scenario id
+        self.prompts: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, row: Mapping[str, Any], offset: int) -> bool:
+        """Count ``row``, whose line starts at ``offset``, unless it has no rollout key or one
+        counted already (a rollout written twice is one rollout); whether it was counted."""
+        lineage = row.get("lineage")
+        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+        if key is None or key in self.at:
+            return False
+        self.at[key] = offset
+        self.offsets.append(offset)
+        self.tally.add(row)
+        scenario = row.get("scenario_id")
+        if scenario:
+            self.prompts[str(scenario)] = str(row["prompt"])
+        return True
+
+
 class FinishedRows:
     """The run's finished rows: counted always, kept in memory only without a writer."""
 
-    def __init__(self, writer: RowWriter | None) -> None:
+    def __init__(self, writer: RowWriter | None, existing: ExistingRows | None = None) -> None:
         self.writer = writer
-        self.tally = RunTally()
-        self._offsets = array("q")
+        # a resumed run goes on from the counts of the rows it found
+        self.tally = existing.tally if existing is not None else RunTally()
+        self._offsets = existing.offsets if existing is not None else array("q")
         self._kept: list[dict[str, Any]] = []
         self._exported: list[dict[str, Any]] = []
 
@@ -54,11 +87,6 @@ class FinishedRows:
             self._exported.append(exported)
         self.tally.add(row)
         return exported
-
-    def add_existing(self, row: Mapping[str, Any], offset: int) -> None:
-        """Count a row a resumed run found on disk, at ``offset`` in the output."""
-        self._offsets.append(offset)
-        self.tally.add(row)
 
     def at(self, offsets: Sequence[int]) -> StoredRows:
         """Rows of this run's output at ``offsets`` (a resumed search's earlier batches)."""

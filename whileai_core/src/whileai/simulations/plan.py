@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -289,7 +289,7 @@ class PlannedJobs(Sequence[Job]):
     def job_keys(self) -> list[str]:
         return [self._key(p) for p in self._positions()]
 
-    def without(self, done: set[str]) -> PlannedJobs:
+    def without(self, done: Collection[str]) -> PlannedJobs:
         """These jobs less those whose key is in ``done``."""
         if not done:
             return self
