@@ -13,6 +13,10 @@ run keeps per situation (its plan, its privileged block, one entry in the report
 table) is not per rollout. A second table, labelled, holds the repeats at 4 and grows the
 situations instead, to show what a situation costs.
 
+A labelled line resumes the largest run after cutting its file three quarters of the way
+through, mid-line, as a kill leaves it: the resume's peak RSS growth, and a check that every
+rollout is on disk once.
+
 Before the table is printed, the smallest size's rows on disk are checked against the same
 run held in memory (``data.rows`` without ``output=``): the same rows, every one.
 """
@@ -49,7 +53,7 @@ def rss_peak() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def simulate(situations: int, repeats: int, output: str | None) -> Any:
+def simulate(situations: int, repeats: int, output: str | None, resume: bool = False) -> Any:
     import whileai as wai
     from whileai import hookimpl
     from whileai.registry import Registry
@@ -73,17 +77,19 @@ def simulate(situations: int, repeats: int, output: str | None) -> Any:
         fault_rate=0.2,
         seed=5,
         output=output,
+        resume=resume,
         advanced={"max_concurrency": 64},
     )
 
 
-def child(situations: int, repeats: int, output: str) -> None:
-    """One measured run in this process; prints a JSON line."""
+def child(situations: int, repeats: int, output: str, resume: bool = False) -> None:
+    """One measured run in this process (``resume``: of the killed run in ``output``); prints
+    a JSON line."""
     with tempfile.TemporaryDirectory() as warm:
         simulate(20, 2, f"{warm}/warm.jsonl")
     start = rss_now()
     began = time.perf_counter()
-    data = simulate(situations, repeats, output)
+    data = simulate(situations, repeats, output, resume)
     seconds = time.perf_counter() - began
     peak = rss_peak()
     report = data.report()
@@ -101,9 +107,10 @@ def child(situations: int, repeats: int, output: str) -> None:
     )
 
 
-def measure(situations: int, repeats: int, output: str) -> dict[str, Any]:
+def measure(situations: int, repeats: int, output: str, resume: bool = False) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, __file__, "--child", str(situations), str(repeats), output],
+        [sys.executable, __file__, "--child", str(situations), str(repeats), output]
+        + (["--resume"] if resume else []),
         check=True,
         capture_output=True,
         text=True,
@@ -148,13 +155,37 @@ def table(title: str, runs: list[tuple[int, int]], scratch: str) -> list[dict[st
     return out
 
 
+def resumed(run: dict[str, Any]) -> None:
+    """(information) The largest run killed three quarters of the way through its file (cut
+    mid-line, as a kill leaves it) and resumed: the resume's peak RSS growth, and a check
+    that it wrote every rollout once."""
+    path = Path(run["path"])
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size * 3 // 4)
+    with open(path, "rb") as f:
+        found = sum(1 for _ in f) - 1  # the last line is the cut one
+    got = measure(run["situations"], run["repeats"], str(path), resume=True)
+    keys = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            keys.add(json.loads(line)["lineage"]["rollout_key"])
+    assert len(keys) == got["rollouts"] == run["rollouts"], (len(keys), got["rollouts"])
+    growth = (got["peak"] - got["start"]) / MIB
+    print(
+        f"  (information) resumed after a kill with {found:,} of its {run['rollouts']:,} rows "
+        f"on disk: {got['seconds']:.1f} s, peak RSS growth {growth:.1f} MiB; every rollout "
+        "on disk once"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--child", nargs=3, metavar=("SITUATIONS", "REPEATS", "OUTPUT"))
+    parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(int(args.child[0]), int(args.child[1]), args.child[2])
+        child(int(args.child[0]), int(args.child[1]), args.child[2], args.resume)
         return
     repeats = [4, 20] if args.quick else [4, 40, 400]
     situations = 500 if args.quick else SITUATIONS
@@ -169,6 +200,7 @@ def main() -> None:
             f"  peak RSS growth at most {worst:.1f} MiB (target < {TARGET_MIB} MiB at every "
             f"size: {'met' if worst < TARGET_MIB else 'NOT met'})"
         )
+        resumed(rows[-1])
         per = table(
             "(information, not the target) repeats fixed at 4, situations growing:",
             [(situations, 4), (situations * 10, 4)],
