@@ -114,6 +114,33 @@ def test_the_errored_rollouts_and_only_those_are_played_again(
     )
 
 
+def test_taking_the_errored_rows_out_reads_a_long_run_a_row_at_a_time(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from whileai.commands.run import drop_error_rows
+
+    path = tmp_path / "long.jsonl"
+    with path.open("w") as f:
+        for i in range(3000):
+            row = {"prompt": f"q{i}", "final_text": "x" * 2000, "lineage": {"rollout_key": f"k{i}"}}
+            if i % 100 == 7:
+                row["error"] = "timeout"
+            f.write(json.dumps(row) + "\n")
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        dropped = drop_error_rows(str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert dropped == 30
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(kept) == 2970 and not any(r.get("error") for r in kept)
+    assert [r["prompt"] for r in kept[:7]] == [f"q{i}" for i in range(7)]
+    # the file held whole would be several times its size in memory
+    assert peak < size / 10, (peak, size)
+
+
 def test_compare_pairs_two_runs_and_reads_a_noise_floor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

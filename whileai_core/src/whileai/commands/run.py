@@ -8,7 +8,7 @@ from typing import Any
 
 from whileai.commands.common import FAILED, OK, UsageError, print_json, registry_for
 from whileai.commands.config import FILE_KEYS, load_config
-from whileai.schema.files import read_jsonl, write_rows
+from whileai.schema.files import iter_jsonl, write_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,11 +31,16 @@ def drop_error_rows(output: str) -> int:
     target = Path(output)
     if not target.is_file():
         raise UsageError(f"--retry-errors: {output} holds no run yet")
-    rows = read_jsonl(target, what="output", tail="cut").rows
-    kept = [row for row in rows if not row.get("error")]
-    if len(kept) < len(rows):
-        write_rows(target, kept)
-    return len(rows) - len(kept)
+    # a row at a time, twice when there is something to take out: a long run's file is never
+    # held in memory whole
+    errored = sum(
+        1 for row, _, _ in iter_jsonl(target, what="output", tail="cut") if row.get("error")
+    )
+    if errored:
+        write_rows(
+            target, (row for row, _, _ in iter_jsonl(target, what="output") if not row.get("error"))
+        )
+    return errored
 
 
 def run_command(args: argparse.Namespace) -> int:
