@@ -853,6 +853,7 @@ def _start(
     existing = opened.existing
     finished = FinishedRows(writer, existing)
     n_existing = len(existing)
+    learns = planned.search is not None and planned.search.learns
     if output is not None:
         write_sidecar(sidecar_path(output), simulation(finished).sidecar(complete=False))
     for warning in notify(
@@ -868,14 +869,14 @@ def _start(
     return _RunState(
         opened.run_id,
         finished,
-        existing.at.keys(),
+        existing.keys,
         warnings,
         progress,
         call.registry,
         total,
         run_redactor(call),
-        # (a strategy that learns is told the rows of its batches, these among them)
-        existing_at=existing.at,
+        # a strategy that learns is told the rows of its batches, these among them
+        existing_at=existing.where(writer.path) if learns and writer is not None else {},
     )
 
 

@@ -13,7 +13,8 @@ temporary file).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from whileai.executors import privileged_block
@@ -25,16 +26,73 @@ from whileai.simulations.tally import RunTally
 from whileai.worlds import Situation
 
 
+class DoneKeys(Collection[str]):
+    """The rollout keys a resumed run found, as a bit per repeat of each situation: a key is
+    ``<scenario_id>/r<repeat>``, so a run of a million rollouts over a few thousand situations
+    holds a few thousand bitmaps rather than a million strings. A key of any other form is
+    kept as it is."""
+
+    def __init__(self) -> None:
+        self._repeats: dict[str, bytearray] = {}
+        self._other: set[str] = set()
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        split = _split(key)
+        if split is None:
+            return key in self._other
+        bits = self._repeats.get(split[0])
+        byte, bit = divmod(split[1], 8)
+        return bits is not None and byte < len(bits) and bool(bits[byte] >> bit & 1)
+
+    def __iter__(self) -> Iterator[str]:
+        for scenario, bits in self._repeats.items():
+            for byte, value in enumerate(bits):
+                for bit in range(8):
+                    if value >> bit & 1:
+                        yield f"{scenario}/r{byte * 8 + bit}"
+        yield from self._other
+
+    def add(self, key: str) -> bool:
+        """Add ``key``; False when it was there already."""
+        if key in self:
+            return False
+        split = _split(key)
+        if split is None:
+            self._other.add(key)
+        else:
+            bits = self._repeats.setdefault(split[0], bytearray())
+            byte, bit = divmod(split[1], 8)
+            if byte >= len(bits):
+                bits.extend(bytes(byte + 1 - len(bits)))
+            bits[byte] |= 1 << bit
+        self._n += 1
+        return True
+
+
+def _split(key: str) -> tuple[str, int] | None:
+    """``key`` as (scenario id, repeat) when it reads ``<scenario_id>/r<repeat>`` as a run
+    writes it (the repeat in plain digits, no leading zero), else None."""
+    scenario, mark, repeat = key.rpartition("/r")
+    if not mark or not repeat.isdigit() or not repeat.isascii() or str(int(repeat)) != repeat:
+        return None
+    return scenario, int(repeat)
+
+
 class ExistingRows:
     """The rows a resumed run found in its output, counted as they are read and let go, so a
     run of any length resumes in the memory of its counts: the rows' tally and line offsets,
-    each rollout key with its line's offset, and each situation's prompt."""
+    their rollout keys (:class:`DoneKeys`) and each situation's prompt."""
 
     def __init__(self) -> None:
         self.tally = RunTally()
         self.offsets = array("q")
-        #: each row's rollout key, and where its line starts
-        self.at: dict[str, int] = {}
+        self.keys = DoneKeys()
         #: each situation's prompt, by scenario id
         self.prompts: dict[str, str] = {}
 
@@ -46,15 +104,22 @@ class ExistingRows:
         counted already (a rollout written twice is one rollout); whether it was counted."""
         lineage = row.get("lineage")
         key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
-        if key is None or key in self.at:
+        if not isinstance(key, str) or not self.keys.add(key):
             return False
-        self.at[key] = offset
         self.offsets.append(offset)
         self.tally.add(row)
         scenario = row.get("scenario_id")
         if scenario:
             self.prompts[str(scenario)] = str(row["prompt"])
         return True
+
+    def where(self, path: Path) -> dict[str, int]:
+        """Each counted row's rollout key and the offset of its line in ``path`` (read back
+        from the file: only a strategy that learns asks, to be told those rows again)."""
+        return {
+            row["lineage"]["rollout_key"]: offset
+            for row, offset in zip(StoredRows(path, self.offsets), self.offsets, strict=True)
+        }
 
 
 class FinishedRows:
