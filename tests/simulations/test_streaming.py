@@ -121,6 +121,7 @@ def test_the_keys_a_resumed_run_found_answer_as_a_set_of_them_would() -> None:
 
     keys = [f"shop-{i:03d}-p0-ab12/r{r}" for i in range(4) for r in range(0, 70, 3)]
     keys += ["task-7", "x/r", "x/r05", "x/r-1", "a/rb/r2", "a/r1/r3", "x/r\u0663", "/r0", ""]
+    keys += ["x/r1048575", "x/r1048576", "x/r99999999999999999999"]
     done, expected = DoneKeys(), set()
     rng = random.Random(0)
     for _ in range(2000):

@@ -75,13 +75,20 @@ class DoneKeys(Collection[str]):
         return True
 
 
+#: Repeats from here on are kept as keys: a bitmap that long would cost more than the keys.
+_BITMAP_REPEATS = 1 << 20
+
+
 def _split(key: str) -> tuple[str, int] | None:
     """``key`` as (scenario id, repeat) when it reads ``<scenario_id>/r<repeat>`` as a run
     writes it (the repeat in plain digits, no leading zero), else None."""
     scenario, mark, repeat = key.rpartition("/r")
-    if not mark or not repeat.isdigit() or not repeat.isascii() or str(int(repeat)) != repeat:
+    if not mark or not repeat.isdigit() or not repeat.isascii() or len(repeat) > 7:
         return None
-    return scenario, int(repeat)
+    number = int(repeat)
+    if str(number) != repeat or number >= _BITMAP_REPEATS:
+        return None
+    return scenario, number
 
 
 class ExistingRows:
