@@ -44,11 +44,7 @@ class DoneKeys(Collection[str]):
         if not isinstance(key, str):
             return False
         split = _split(key)
-        if split is None:
-            return key in self._other
-        bits = self._repeats.get(split[0])
-        byte, bit = divmod(split[1], 8)
-        return bits is not None and byte < len(bits) and bool(bits[byte] >> bit & 1)
+        return key in self._other if split is None else self._has(*split)
 
     def __iter__(self) -> Iterator[str]:
         for scenario, bits in self._repeats.items():
@@ -60,12 +56,14 @@ class DoneKeys(Collection[str]):
 
     def add(self, key: str) -> bool:
         """Add ``key``; False when it was there already."""
-        if key in self:
-            return False
         split = _split(key)
         if split is None:
+            if key in self._other:
+                return False
             self._other.add(key)
         else:
+            if self._has(*split):
+                return False
             bits = self._repeats.setdefault(split[0], bytearray())
             byte, bit = divmod(split[1], 8)
             if byte >= len(bits):
@@ -73,6 +71,11 @@ class DoneKeys(Collection[str]):
             bits[byte] |= 1 << bit
         self._n += 1
         return True
+
+    def _has(self, scenario: str, repeat: int) -> bool:
+        bits = self._repeats.get(scenario)
+        byte, bit = divmod(repeat, 8)
+        return bits is not None and byte < len(bits) and bool(bits[byte] >> bit & 1)
 
 
 #: Repeats from here on are kept as keys: a bitmap that long would cost more than the keys.
