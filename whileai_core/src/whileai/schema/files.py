@@ -17,6 +17,7 @@ from typing import IO, Any
 import attrs
 
 from whileai.schema.export import export_line
+from whileai.schema.jsonline import loads_line
 from whileai.schema.records import RowError
 from whileai.schema.report import Report, json_default
 
@@ -194,7 +195,7 @@ def iter_jsonl(
 
 def _row_of(raw: bytes, target: Path, number: int, last: bool) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = loads_line(raw)
     except ValueError as exc:
         cut = (
             "; it is the last line and no newline ends it, as when a run is killed while "

@@ -9,6 +9,11 @@ value equal to the one encoded (the check is the decode the export needs anyway,
 copy); anything else is written by ``json`` exactly as before (``ensure_ascii=False``,
 ``default=str``). Both are JSON that ``json.loads`` reads back to the same row; orjson's is
 compact (no space after ``,`` and ``:``).
+
+Reading a row back (:func:`loads_line`) takes the same care the other way: orjson reads a
+line at about three times ``json.loads``' speed, but reads an integer past 64 bits as a
+float and refuses a few things json reads (``NaN``, lone surrogates, numbers that overflow a
+float), so such lines are read by json.
 """
 
 from __future__ import annotations
@@ -35,6 +40,26 @@ def dumps_exact(value: Any, option: int = 0) -> tuple[bytes, Any] | None:
     if copy != value:
         return None
     return text, copy
+
+
+#: every digit as "0": a run of digits becomes a run of zeros, found by a plain byte search
+#: (a regular expression for it takes four times orjson's whole read of the row)
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else b for b in range(256))
+#: nineteen digits in a row: an integer orjson may read as a float (past 64 bits), or a number
+#: written longer than a float holds (json reads both; a string of digits only costs a detour)
+_LONG_NUMBER = b"0" * 19
+
+
+def loads_line(raw: bytes) -> Any:
+    """``json.loads(raw)``: orjson's reading where it is surely the same (no run of 19 digits,
+    and orjson reads it at all), json's otherwise, with json's error for text that is not
+    JSON."""
+    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
 
 
 def line_of(value: Any) -> bytes:

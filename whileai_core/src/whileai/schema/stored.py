@@ -9,12 +9,12 @@ goes to disk (a trajectory's privileged block and vector) on every read.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, SupportsIndex
 
+from whileai.schema.jsonline import loads_line
 from whileai.schema.records import RowError
 from whileai.schema.rowlist import RowSequence
 
@@ -81,15 +81,18 @@ class StoredRows(RowSequence):
             ) from None
 
     def _read(self, f: IO[bytes], offset: SupportsIndex) -> dict[str, Any]:
-        f.seek(offset.__index__())
+        at = offset.__index__()
+        # rows walked in file order follow one another: a seek would drop the read buffer
+        if f.tell() != at:
+            f.seek(at)
         line = f.readline()
         try:
-            row = json.loads(line)
+            row = loads_line(line)
         except ValueError:
             row = None
         if not isinstance(row, dict):
             raise RowError(
-                f"{self.path} changed under the run: the row written at byte {offset} is no "
-                "longer a JSON object there"
+                f"{self.path} changed while its rows were read: the row that was at byte "
+                f"{offset} is no longer a JSON object there"
             )
         return self._attach(row) if self._attach is not None else row
