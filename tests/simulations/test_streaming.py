@@ -113,27 +113,6 @@ def test_a_resumed_run_reads_the_rows_it_finds_one_at_a_time(tmp_path: Path) -> 
     assert per_row < row_bytes / 2, (per_row, row_bytes)
 
 
-def test_the_keys_a_resumed_run_found_answer_as_a_set_of_them_would() -> None:
-    # held as a bit per repeat of each situation; a key of another form is kept whole
-    import random
-
-    from whileai.simulations.finished import DoneKeys
-
-    keys = [f"shop-{i:03d}-p0-ab12/r{r}" for i in range(4) for r in range(0, 70, 3)]
-    keys += ["task-7", "x/r", "x/r05", "x/r-1", "a/rb/r2", "a/r1/r3", "x/r\u0663", "/r0", ""]
-    keys += ["x/r1048575", "x/r1048576", "x/r99999999999999999999"]
-    done, expected = DoneKeys(), set()
-    rng = random.Random(0)
-    for _ in range(2000):
-        key = rng.choice(keys)
-        assert done.add(key) == (key not in expected)
-        expected.add(key)
-        asked = rng.choice(keys)
-        assert (asked in done) == (asked in expected), asked
-    assert len(done) == len(expected) and set(done) == expected
-    assert "x/r5" not in done and "shop-000-p0-ab12/r1" not in done and 3 not in done
-
-
 def test_rows_trajectories_and_the_report_match_a_run_held_in_memory(tmp_path: Path) -> None:
     params: dict[str, Any] = {"unique": 6, "repeats": 4, "phrasings": 2, "max_turns": 3}
     memory, streamed = run(None, **params), run(tmp_path, **params)

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from whileai.schema.files import read_jsonl, read_sidecar, sidecar_path
-from whileai.schema.records import check_row
+from whileai.schema.files import read_sidecar, sidecar_path
+from whileai.schema.row_file import RowFile, open_row_file
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
 OK, FAILED, USAGE = 0, 1, 2
@@ -24,19 +24,17 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def read_run(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def read_run(path: str) -> tuple[RowFile, dict[str, Any]]:
     """A run's rows and its sidecar (``{}`` when the file has none); a UsageError names a
     path that is not a rows file, and a RowError the file and line of a row that is not one
-    (the measurements only know a row's place in the list)."""
+    (the measurements only know a row's place in the list). The rows are read from the file
+    as a command walks them (:class:`~whileai.schema.row_file.RowFile`), each rollout once:
+    a run of any length is read in the memory of its line offsets."""
     target = Path(path)
     if not target.is_file():
         raise UsageError(f"{path}: no such rows file (a .jsonl that simulate(output=) wrote)")
-    read = read_jsonl(target, what="rows")
-    rows = read.rows
-    for index, row in enumerate(rows):
-        check_row(row, where=read.where(index))
-    side = sidecar_path(target)
-    meta = read_sidecar(side) or {}
+    rows = open_row_file(target, check=True)
+    meta = read_sidecar(sidecar_path(target)) or {}
     return rows, meta
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
@@ -15,21 +16,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
 
 
-def summary(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+def summary(
+    rows: Sequence[Mapping[str, Any]], meta: dict[str, Any]
+) -> tuple[dict[str, Any], Any, Any]:
     """pass@1, pass^k and pass@k with their intervals, the faults, the markers, whose failures,
-    the warnings and where the run came from."""
+    the warnings and where the run came from; with the pass@k and marker reports it was made
+    from (None without markers). Rows read from a file are parsed on each walk: the counts
+    take one walk, and each measurement one of its own."""
     from whileai.measure import marker_summary, pass_at
 
-    faults = Counter(str(f.get("kind")) for r in rows for f in r.get("faults") or [])
-    owners = Counter(
-        str(r["failure_owner"]["owner"]) for r in rows if isinstance(r.get("failure_owner"), dict)
-    )
-    markers = marker_summary(rows) if any(r.get("markers") for r in rows) else None
+    faults: Counter[str] = Counter()
+    owners: Counter[str] = Counter()
+    errored = 0
+    marked = False
+    for r in rows:
+        for f in r.get("faults") or []:
+            faults[str(f.get("kind"))] += 1
+        owner = r.get("failure_owner")
+        if isinstance(owner, dict):
+            owners[str(owner["owner"])] += 1
+        errored += bool(r.get("error"))
+        marked = marked or bool(r.get("markers"))
+    passes = pass_at(rows)
+    markers = marker_summary(rows) if marked else None
     side_report = meta.get("report") or {}
-    return {
+    made = {
         "rows": len(rows),
-        "errored": sum(1 for r in rows if r.get("error")),
-        "pass_at": pass_at(rows).to_dict(),
+        "errored": errored,
+        "pass_at": passes.to_dict(),
         "faults": dict(sorted(faults.items())),
         "markers": markers.to_dict() if markers is not None else None,
         "failure_owners": dict(sorted(owners.items())),
@@ -38,31 +52,30 @@ def summary(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
         "complete": meta.get("complete"),
         "provenance": {k: (meta.get("metadata") or {}).get(k) for k in RUN_PROVENANCE},
     }
+    return made, passes, markers
 
 
 def report_command(args: argparse.Namespace) -> int:
-    from whileai.measure import marker_summary, pass_at
-
     rows, meta = read_run(args.run)
+    made, passes, markers = summary(rows, meta)
     if args.json:
-        print_json(summary(rows, meta))
+        print_json(made)
         return OK
-    made = summary(rows, meta)
     print(f"run {args.run}")
     for key, value in made["provenance"].items():
         if value is not None:
             print(f"  {key:<18}{value}")
     if made["complete"] is False:
         print("  (the run did not finish: whileai run --resume continues it)")
-    print(pass_at(rows))
+    print(passes)
     if made["faults"]:
         print("faults fired: " + ", ".join(f"{k} {v}" for k, v in made["faults"].items()))
     if made["failure_owners"]:
         print(
             "failures by owner: " + ", ".join(f"{k} {v}" for k, v in made["failure_owners"].items())
         )
-    if made["markers"] is not None:
-        print(marker_summary(rows))
+    if markers is not None:
+        print(markers)
     if made["cost"]:
         print(f"cost (USD): {made['cost'].get('total_usd')}")
     for warning in made["warnings"]:

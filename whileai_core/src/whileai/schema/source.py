@@ -8,7 +8,8 @@ takes the same things, through :func:`row_source`:
   needs the privileged block (a judge does), else for its exported ``rows``; any object
   carrying ``.rows`` (a list, or a method returning one) also counts;
 - the path of a JSONL file written by ``simulate(output=)`` or ``save()``, read by
-  :func:`whileai.schema.files.read_jsonl`, with the sidecar beside it.
+  :func:`whileai.schema.row_file.open_row_file` as they are walked, with the sidecar beside
+  it.
 
 A single row (a mapping), a bare string that is no file, a number: a TypeError naming the
 argument. Rows are checked by the caller that needs them checked, so the measurements keep
@@ -26,8 +27,9 @@ from typing import Any
 
 import attrs
 
-from whileai.schema.files import FileRows, read_jsonl, read_sidecar, sidecar_path
+from whileai.schema.files import read_sidecar, sidecar_path
 from whileai.schema.records import RowError, check_row
+from whileai.schema.row_file import DuplicateRowsWarning, open_row_file
 
 
 @attrs.frozen
@@ -44,7 +46,7 @@ class RowSource:
     notes: tuple[str, ...] = ()
     #: the file the rows were read from, and each row's line in it
     path: Path | None = None
-    lines: tuple[int, ...] | None = None
+    lines: Sequence[int] | None = None
     #: the run object the rows came from, when they came from one
     run: Any = attrs.field(default=None, eq=False, repr=False)
 
@@ -168,29 +170,6 @@ def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
     return [row for i, row in enumerate(rows) if i not in gone]
 
 
-def _unique_rollouts(read: FileRows) -> FileRows:
-    seen: set[str] = set()
-    rows, lines = [], []
-    for row, line in zip(read.rows, read.lines, strict=True):
-        lineage = row.get("lineage")
-        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
-        if isinstance(key, str):
-            if key in seen:
-                continue
-            seen.add(key)
-        rows.append(row)
-        lines.append(line)
-    dropped = len(read.rows) - len(rows)
-    if dropped:
-        warnings.warn(
-            f"{read.path}: {dropped} rows repeat a rollout already read (same "
-            "lineage.rollout_key); each rollout is counted once",
-            DuplicateRowsWarning,
-            stacklevel=4,
-        )
-    return FileRows(read.path, rows, lines)
-
-
 def _wrong(what: str, source: Any) -> str:
     message = (
         f"{what} must be a list of rows (mappings), a run (simulate()'s result or a ScoredData) "
@@ -201,33 +180,29 @@ def _wrong(what: str, source: Any) -> str:
     return message
 
 
-class DuplicateRowsWarning(UserWarning):
-    """The same rollout was given more than once: a run file holding it twice (two writers,
-    rows appended twice), or a list of rows repeating one (``rows + rows``). Every reader keeps
-    the first and says how many it dropped."""
-
-
 def _from_file(path: Path, what: str) -> RowSource:
     """A saved run: its rows as written, which never carry the privileged block, and what its
-    sidecar says of the run (metadata, system prompts, repeat policy). A rollout written more
-    than once (by its ``lineage.rollout_key``) is read once, with a warning."""
-    read = _unique_rollouts(read_jsonl(path, what=what))
+    sidecar says of the run (metadata, system prompts, repeat policy). The rows are read from
+    the file as a measurement walks them (:func:`~whileai.schema.row_file.open_row_file`), so
+    a file of any length reads in the memory of its line offsets; a rollout written more than
+    once (by its ``lineage.rollout_key``) is read once, with a warning."""
+    rows = open_row_file(path, what=what)
     sidecar = read_sidecar(sidecar_path(path)) or {}
     metadata = dict(sidecar.get("metadata") or {})
     policy = (sidecar.get("report") or {}).get("repeat_policy") or metadata.get("repeat_policy")
     notes: tuple[str, ...] = ()
-    if read.rows and any("privileged" not in row for row in read.rows):
+    if rows.unprivileged:
         notes = (
             f"rows read from {path}: a saved row never carries the privileged block, so the "
             "judge saw no reference or rubric of the row's own; grade the run in memory for that",
         )
     return RowSource(
-        read.rows,
+        rows,
         str(path),
         metadata,
         dict(sidecar.get("system_prompts") or {}),
         policy,
         notes,
         path=path,
-        lines=tuple(read.lines),
+        lines=rows.lines,
     )

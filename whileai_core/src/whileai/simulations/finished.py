@@ -13,96 +13,29 @@ temporary file).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from whileai.executors import privileged_block
 from whileai.schema.export import export_line
 from whileai.schema.files import RowWriter
+from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.rowlist import RowList, RowSequence
 from whileai.schema.stored import StoredRows
 from whileai.simulations.tally import RunTally
 from whileai.worlds import Situation
 
 
-class DoneKeys(Collection[str]):
-    """The rollout keys a resumed run found, as a bit per repeat of each situation: a key is
-    ``<scenario_id>/r<repeat>``, so a run of a million rollouts over a few thousand situations
-    holds a few thousand bitmaps rather than a million strings. A key of any other form is
-    kept as it is."""
-
-    def __init__(self) -> None:
-        self._repeats: dict[str, bytearray] = {}
-        self._other: set[str] = set()
-        self._n = 0
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        split = _split(key)
-        return key in self._other if split is None else self._has(*split)
-
-    def __iter__(self) -> Iterator[str]:
-        for scenario, bits in self._repeats.items():
-            for byte, value in enumerate(bits):
-                for bit in range(8):
-                    if value >> bit & 1:
-                        yield f"{scenario}/r{byte * 8 + bit}"
-        yield from self._other
-
-    def add(self, key: str) -> bool:
-        """Add ``key``; False when it was there already."""
-        split = _split(key)
-        if split is None:
-            if key in self._other:
-                return False
-            self._other.add(key)
-        else:
-            if self._has(*split):
-                return False
-            bits = self._repeats.setdefault(split[0], bytearray())
-            byte, bit = divmod(split[1], 8)
-            if byte >= len(bits):
-                bits.extend(bytes(byte + 1 - len(bits)))
-            bits[byte] |= 1 << bit
-        self._n += 1
-        return True
-
-    def _has(self, scenario: str, repeat: int) -> bool:
-        bits = self._repeats.get(scenario)
-        byte, bit = divmod(repeat, 8)
-        return bits is not None and byte < len(bits) and bool(bits[byte] >> bit & 1)
-
-
-#: Repeats from here on are kept as keys: a bitmap that long would cost more than the keys.
-_BITMAP_REPEATS = 1 << 20
-
-
-def _split(key: str) -> tuple[str, int] | None:
-    """``key`` as (scenario id, repeat) when it reads ``<scenario_id>/r<repeat>`` as a run
-    writes it (the repeat in plain digits, no leading zero), else None."""
-    scenario, mark, repeat = key.rpartition("/r")
-    if not mark or not repeat.isdigit() or not repeat.isascii() or len(repeat) > 7:
-        return None
-    number = int(repeat)
-    if str(number) != repeat or number >= _BITMAP_REPEATS:
-        return None
-    return scenario, number
-
-
 class ExistingRows:
     """The rows a resumed run found in its output, counted as they are read and let go, so a
     run of any length resumes in the memory of its counts: the rows' tally and line offsets,
-    their rollout keys (:class:`DoneKeys`) and each situation's prompt."""
+    their rollout keys (:class:`~whileai.schema.rollout_keys.RolloutKeys`) and each situation's prompt."""
 
     def __init__(self) -> None:
         self.tally = RunTally()
         self.offsets = array("q")
-        self.keys = DoneKeys()
+        self.keys = RolloutKeys()
         #: each situation's prompt, by scenario id
         self.prompts: dict[str, str] = {}
 
