@@ -280,7 +280,14 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     assert code == 0
     # only the group that split (3 of 4) carries a gradient
     assert {json.loads(x)["task_id"] for x in kept.read_text().splitlines()} == {"t0"}
-    assert json.loads(out)["report"]["n_groups_kept"] == 1
+    selected = json.loads(out)
+    assert selected["report"]["n_groups_kept"] == 1 and selected["rows"] == 4
+    # the kept rows are in the file, not repeated on stdout
+    assert "rows" not in selected["report"]
+    # the modes offered are those select() takes
+    with pytest.raises(SystemExit) as refused:
+        cli(capsys, "select", str(graded), "--output", str(kept), "--mode", "eval")
+    assert refused.value.code == 2 and "invalid choice: 'eval'" in capsys.readouterr().err
 
     benchmark = tmp_path / "benchmark.txt"
     benchmark.write_text("What is 7 * 6?\n")
@@ -299,7 +306,9 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     )
     assert code == 0
     assert {json.loads(x)["task_id"] for x in clean.read_text().splitlines()} == {"t0"}
-    assert json.loads(out)["report"]["n_contaminated"] == 4
+    cleaned = json.loads(out)["report"]
+    assert cleaned["n_contaminated"] == 4 and "clean" not in cleaned
+    assert [r["task_id"] for r in cleaned["contaminated"]] == ["t1"] * 4
 
     code, _, err = cli(
         capsys, "grade", str(answers), "--judge", "NoSuchJudge", "--output", str(graded)

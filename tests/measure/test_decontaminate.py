@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import pytest
 
@@ -236,3 +237,18 @@ def test_rows_from_wai_rows_against_the_shipped_gsm8k_questions() -> None:
     assert report.contaminated_indices == [0, 1, 3]
     assert [m.item for i in (0, 1, 3) for m in report.matches[i]] == [3, 10, 42]
     assert report.clean == [rows[2]]
+
+
+def test_a_run_file_keeps_its_clean_rows_on_disk(tmp_path: Any) -> None:
+    import json
+
+    path = tmp_path / "run.jsonl"
+    rows = [
+        {"prompt": text, "final_text": "an answer", "reward": 1.0}
+        for text in ("the cat sat on the mat today", "a dog ran far away from home", "blue")
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = wai.decontaminate(str(path), ["the cat sat on the mat"], n=4)
+    assert type(report.clean) is not list
+    assert list(report.clean) == rows[1:] and list(report.contaminated) == rows[:1]
+    assert report.to_dict() == wai.decontaminate(rows, ["the cat sat on the mat"], n=4).to_dict()

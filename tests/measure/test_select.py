@@ -185,3 +185,36 @@ def test_pass_at_reads_the_rows_select_kept() -> None:
     ]
     kept = wai.select(rows, mode="rl")
     assert wai.pass_at(kept).pass_at_1 == wai.pass_at(kept.rows).pass_at_1 == 0.5
+
+
+def test_a_run_file_keeps_its_selected_rows_on_disk(tmp_path: Any) -> None:
+    # an RL step's run: the kept groups are handed back as a sequence over the file's lines,
+    # equal to the rows a list would give, and nothing of the file is held to pick them
+    import json
+    import tracemalloc
+
+    def run_file(name: str, padding: int) -> Any:
+        path = tmp_path / f"{name}.jsonl"
+        with path.open("w") as f:
+            for t in range(300):
+                for r in range(4):
+                    reward = 1 if (t % 3 == 0 and r < 2) or t % 3 == 1 else 0
+                    f.write(json.dumps(row(f"t{t}", reward, "an answer " * padding)) + "\n")
+        return path
+
+    short, long = run_file("short", 1), run_file("long", 500)
+    listed = [json.loads(line) for line in long.read_text().splitlines()]
+    expected = wai.select(listed)
+    wai.select(str(short))  # (a first call imports what it reads with)
+    peaks = []
+    for path in (short, long):
+        tracemalloc.start()
+        try:
+            report = wai.select(str(path))
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert type(report.rows) is not list and report.n_rows_kept == 400
+    assert report.rows == expected.rows and report.to_dict() == expected.to_dict()
+    extra = long.stat().st_size - short.stat().st_size
+    assert peaks[1] - peaks[0] < extra / 20, (peaks, extra)

@@ -32,7 +32,8 @@ def add_grade_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_select_arguments(parser: argparse.ArgumentParser) -> None:
     _io(parser)
-    parser.add_argument("--mode", default="rl", choices=("rl", "eval"), help="what to keep")
+    # wai.select's MODES (named here: importing it would load numpy to print --help)
+    parser.add_argument("--mode", default="rl", choices=("rl",), help="what to keep")
     parser.add_argument(
         "--band",
         nargs=2,
@@ -59,14 +60,21 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge", default="pairwise", help="the ranking judge spec")
 
 
-def _finish(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], report: Any) -> int:
+def _finish(
+    args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], report: Any, field: str
+) -> int:
+    """Write ``rows`` (the report's ``field``) to ``--output`` and say so."""
     write_rows(Path(args.output), rows)
-    return _say(args, len(rows), report)
+    return _say(args, len(rows), report, leave_out=field)
 
 
-def _say(args: argparse.Namespace, written: int, report: Any) -> int:
+def _say(args: argparse.Namespace, written: int, report: Any, leave_out: str = "") -> int:
+    """The report, or with ``--json`` the report as JSON, less the ``leave_out`` field that
+    holds the rows just written to ``--output`` (the JSON of a large selection would repeat
+    the whole file on stdout)."""
     if args.json:
-        print_json({"output": args.output, "rows": written, "report": report.to_dict()})
+        shown = report.to_dict(without=(leave_out,))
+        print_json({"output": args.output, "rows": written, "report": shown})
     else:
         print(report)
         print(f"\n{written} rows in {args.output}")
@@ -90,7 +98,7 @@ def select_command(args: argparse.Namespace) -> int:
 
     rows, _ = read_run(args.rows)
     report = select(rows, mode=args.mode, band=tuple(args.band))
-    return _finish(args, list(report.rows), report)
+    return _finish(args, report.rows, report, "rows")
 
 
 def _against(path: str) -> list[Any]:
@@ -112,7 +120,7 @@ def decontaminate_command(args: argparse.Namespace) -> int:
     rows, _ = read_run(args.rows)
     fields = tuple(args.field) if args.field else ("prompt",)
     report = decontaminate(rows, _against(args.against), fields=fields, n=args.n)
-    return _finish(args, list(report.clean), report)
+    return _finish(args, report.clean, report, "clean")
 
 
 def rank_command(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from whileai.schema.records import RowError
 from whileai.schema.report import Report, table
-from whileai.schema.source import rows_of
+from whileai.schema.source import kept_rows, rows_of
 
 DEFAULT_N = 13
 # GPT-3 appendix C: "Due to spurious collisions at lower values of N we use a minimum value of 8".
@@ -98,7 +98,8 @@ class Match(Report):
 
 @attrs.frozen(repr=False)
 class DecontaminationReport(Report):
-    """What ``decontaminate`` found. ``clean`` and ``contaminated`` are the rows themselves."""
+    """What ``decontaminate`` found. ``clean`` and ``contaminated`` are the rows themselves
+    (lists; rows read from a file stay there, as sequences over their lines)."""
 
     title = "decontaminate"
 
@@ -108,8 +109,8 @@ class DecontaminationReport(Report):
     n_rows: int
     n_clean: int
     n_contaminated: int
-    clean: list[Mapping[str, Any]] = attrs.field(repr=False)
-    contaminated: list[Mapping[str, Any]] = attrs.field(repr=False)
+    clean: Sequence[Mapping[str, Any]] = attrs.field(repr=False)
+    contaminated: Sequence[Mapping[str, Any]] = attrs.field(repr=False)
     clean_indices: list[int]
     contaminated_indices: list[int]
     matches: dict[int, list[Match]]
@@ -561,8 +562,8 @@ def decontaminate(
         n_rows=len(rows),
         n_clean=len(clean_idx),
         n_contaminated=len(dirty_idx),
-        clean=[rows[i] for i in clean_idx],
-        contaminated=[rows[i] for i in dirty_idx],
+        clean=kept_rows(rows, clean_idx),
+        contaminated=kept_rows(rows, dirty_idx),
         clean_indices=clean_idx,
         contaminated_indices=dirty_idx,
         matches=matches,

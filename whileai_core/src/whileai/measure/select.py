@@ -21,7 +21,7 @@ vanish says why:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -29,7 +29,7 @@ import numpy as np
 
 from whileai.measure._tasks import RowCounts, hack_suspected, task_table
 from whileai.schema.report import Report, table
-from whileai.schema.source import rows_of
+from whileai.schema.source import kept_rows, rows_of
 
 MODES = ("rl",)
 HACK_POLICIES = ("keep", "drop")
@@ -48,7 +48,8 @@ class SelectReport(Report):
 
     title = "select"
 
-    rows: list[Mapping[str, Any]]
+    #: a list; rows read from a file stay there (a sequence over their lines)
+    rows: Sequence[Mapping[str, Any]]
     mode: str
     band: tuple[float, float]
     n_rows_in: int
@@ -145,7 +146,7 @@ def select(
         GATES[3]: int(unanimous.sum()),
         GATES[4]: int(outside.sum()),
     }
-    kept = [source[i] for i in np.flatnonzero(keep_row).tolist()]
+    kept = kept_rows(source, np.flatnonzero(keep_row).tolist())
     notes: list[str] = []
     if not kept:
         worst = max(GATES, key=lambda g: dropped_rows[g])

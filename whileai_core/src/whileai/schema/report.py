@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -36,9 +36,10 @@ class Report(Mapping[str, Any]):
         fields = attrs.fields(type(self))  # type: ignore[arg-type]  # subclasses are attrs classes
         return tuple(f.name for f in fields if not f.name.startswith("_"))
 
-    def to_dict(self) -> dict[str, Any]:
-        """A plain-data copy (nested reports become dicts too), for JSON or logs."""
-        return {k: _plain(getattr(self, k)) for k in self._keys()}
+    def to_dict(self, without: Collection[str] = ()) -> dict[str, Any]:
+        """A plain-data copy (nested reports become dicts too), for JSON or logs; ``without``
+        names fields to leave out (never read)."""
+        return {k: _plain(getattr(self, k)) for k in self._keys() if k not in without}
 
     def _lines(self) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} must say how it prints")
@@ -84,6 +85,9 @@ def _plain(value: Any) -> Any:
         return [v if v is None or type(v) in _SCALARS else _plain(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalar
         return value.item()
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        # rows still in their file (a StoredRows a report holds), read for the copy
+        return [_plain(v) for v in value]
     return value
 
 

@@ -30,6 +30,7 @@ import attrs
 from whileai.schema.files import read_sidecar, sidecar_path
 from whileai.schema.records import RowError, check_row
 from whileai.schema.row_file import DuplicateRowsWarning, open_row_file
+from whileai.schema.stored import StoredRows
 
 
 @attrs.frozen
@@ -122,6 +123,14 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
 def rows_of(source: Any, what: str = "rows") -> Sequence[Mapping[str, Any]]:
     """Just the rows of ``source`` (see :func:`row_source`), as the measurements read them."""
     return row_source(source, what).rows
+
+
+def kept_rows(rows: Sequence[Any], positions: list[int]) -> Sequence[Any]:
+    """The rows at ``positions`` of ``rows`` a measurement keeps: still in their file when
+    read from one (each read a seek there would cost a file opened), else a list."""
+    if isinstance(rows, StoredRows):
+        return rows.at(positions)
+    return [rows[i] for i in positions]
 
 
 def _carried(source: Any, what: str) -> Sequence[Mapping[str, Any]]:
