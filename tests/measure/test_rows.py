@@ -111,3 +111,35 @@ def test_a_marker_that_is_not_finite_is_an_error_naming_the_row_and_marker(bad: 
     ]
     with pytest.raises(RowError, match=rf"row 1: marker 'm' is {bad!r}, not a finite number"):
         task_table(rows)
+
+
+def test_the_table_of_a_long_run_costs_a_few_bytes_a_row() -> None:
+    # an RL run read back from its file: a million rows with several markers must not cost
+    # an object per value (the rows themselves are walked, not held)
+    import tracemalloc
+
+    def rows(n: int) -> Any:
+        for i in range(n):
+            yield {
+                "prompt": "p",
+                "final_text": "an answer",
+                "scenario_id": f"s{i // 4}",
+                "reward": float(i % 3 == 0) * 0.5 + 0.25,
+                "markers": {"turns": i % 7 + 0.5, "tool_errors": i % 5 + 1000, "length": i * 1.5},
+            }
+
+    def peak(n: int) -> int:
+        tracemalloc.start()
+        try:
+            table = task_table(rows(n), with_cut=True)
+            assert table.n_tasks == n // 4
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    few, many = peak(2_000), peak(22_000)
+    per_row = (many - few) / 20_000
+    # 8 bytes a row for its task, its reward and each marker's task and value, plus a
+    # quarter of a task key and numpy's passing copies: about 140 here. Lists would hold an
+    # int and a float object for each of those values: about 275
+    assert per_row < 200, per_row
