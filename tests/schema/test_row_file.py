@@ -29,7 +29,7 @@ def long_run(path: Path, situations: int, repeats: int = 4, *, seed: int = 0) ->
             for r in range(repeats):
                 passed = rng.random() < skill
                 row: dict[str, Any] = {
-                    "prompt": f"Where is order A{s}? " + "context " * 150,
+                    "prompt": f"Where is order A{s}? " + "context " * 400,
                     "final_text": "It shipped. " * 60,
                     "reward": 1.0 if passed else 0.0,
                     "scenario_id": f"shop-{s:05d}-p0-ab12cd34",
