@@ -253,6 +253,14 @@ def check_row(row: Any, index: int | None = None, *, where: str | None = None) -
 UNJUDGED_STATUS = ("error", "skipped")
 
 
+def rollout_key(row: Mapping[str, Any]) -> str | None:
+    """The row's ``lineage.rollout_key`` (which rollout of which situation it is), None when
+    it names none: a rollout written twice carries the same key twice."""
+    lineage = row.get("lineage")
+    key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+    return key if isinstance(key, str) else None
+
+
 def situation_key(row: Mapping[str, Any]) -> str | None:
     """Which situation a row's task is a phrasing of: the engine's ``lineage.situation`` index
     with the situation's ``seed`` (distinct plans draw distinct seeds); None for a row that does

@@ -14,11 +14,10 @@ from __future__ import annotations
 import os
 import warnings
 from array import array
-from collections.abc import Mapping
 from pathlib import Path
 
 from whileai.schema.files import iter_jsonl
-from whileai.schema.records import check_row
+from whileai.schema.records import check_row, rollout_key
 from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.stored import StoredRows
 
@@ -65,9 +64,8 @@ def open_row_file(
     for row, line, offset in iter_jsonl(path, what=what):
         if check:
             check_row(row, where=f"{path}, line {line}")
-        lineage = row.get("lineage")
-        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
-        if isinstance(key, str) and not seen.add(key):
+        key = rollout_key(row)
+        if key is not None and not seen.add(key):
             dropped += 1
             continue
         offsets.append(offset)

@@ -20,6 +20,7 @@ from typing import Any
 from whileai.executors import privileged_block
 from whileai.schema.export import export_line
 from whileai.schema.files import RowWriter
+from whileai.schema.records import rollout_key
 from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.rowlist import RowList, RowSequence
 from whileai.schema.stored import StoredRows
@@ -45,9 +46,8 @@ class ExistingRows:
     def add(self, row: Mapping[str, Any], offset: int) -> bool:
         """Count ``row``, whose line starts at ``offset``, unless it has no rollout key or one
         counted already (a rollout written twice is one rollout); whether it was counted."""
-        lineage = row.get("lineage")
-        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
-        if not isinstance(key, str) or not self.keys.add(key):
+        key = rollout_key(row)
+        if key is None or not self.keys.add(key):
             return False
         self.offsets.append(offset)
         self.tally.add(row)
