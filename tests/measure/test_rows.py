@@ -143,3 +143,54 @@ def test_the_table_of_a_long_run_costs_a_few_bytes_a_row() -> None:
     # quarter of a task key and numpy's passing copies: about 140 here. Lists would hold an
     # int and a float object for each of those values: about 275
     assert per_row < 200, per_row
+
+
+def test_the_table_of_some_rows_is_the_table_those_rows_make_alone() -> None:
+    # a report groups a run's rows (by arm, by dimension) and measures each group from the one
+    # table of the run: it must be the table the group's rows would make by themselves
+    import random
+
+    import numpy as np
+
+    from whileai.measure.pass_at import pass_at, pass_at_from_table
+
+    rng = random.Random(7)
+    rows = []
+    for i in range(300):
+        situation = rng.randrange(20)
+        phrasing = rng.randrange(3)
+        rows.append(
+            {
+                "prompt": "p",
+                "final_text": "x",
+                "scenario_id": f"s{situation}-p{phrasing}",
+                # phrasings of one situation: tasks that share a situation (a cluster)
+                "lineage": {"situation": situation, "phrasing": phrasing, "rollout_key": f"k{i}"},
+                "seed": 100 + situation,
+                "reward": rng.choice([0.0, 1.0, 1.0, 0.5, None]),
+                "judge_status": rng.choice(["ok", "ok", "ok", "error"]),
+            }
+        )
+    whole = task_table(rows)
+    assert whole.clusters is not None
+    for _ in range(30):
+        positions = sorted(rng.sample(range(len(rows)), rng.randrange(1, len(rows))))
+        part = whole.of_rows(positions)
+        alone = task_table([rows[i] for i in positions], with_markers=False)
+        assert part.keys == alone.keys
+        for column in ("n_rows", "n_binary", "n_pass", "n_judged", "reward_sum", "row_task"):
+            assert np.array_equal(getattr(part, column), getattr(alone, column)), column
+        assert np.array_equal(part.row_reward, alone.row_reward, equal_nan=True)
+        assert part.counts == alone.counts
+        if alone.clusters is None:
+            assert part.clusters is None
+        else:
+            assert part.clusters is not None
+            assert np.array_equal(part.clusters, alone.clusters)
+    one = whole.of_rows([0])
+    assert (one.keys, one.clusters) == ([rows[0]["scenario_id"]], None)
+    # and pass@k from a table built once is pass_at's, at every k
+    for k in (None, 1, 2, 3, 5):
+        assert pass_at_from_table(whole, k=k) == pass_at(rows, k=k)
+    with pytest.raises(ValueError, match="rows is empty"):
+        whole.of_rows([])

@@ -217,3 +217,73 @@ def test_every_parameter_is_in_the_docs_table_with_its_default() -> None:
             assert written == "(required)", name
         else:
             assert ast.literal_eval(written) == parameter.default, name
+
+
+def test_the_page_of_a_long_run_reads_its_rows_a_row_at_a_time(tmp_path: Path) -> None:
+    # a run of a million rollouts must make its page: the page may not hold the run's rows
+    import tracemalloc
+
+    def run_file(name: str, padding: int) -> Path:
+        path = tmp_path / f"{name}.jsonl"
+        with path.open("w") as f:
+            for i in range(2400):
+                s, r = divmod(i, 4)
+                row = {
+                    "prompt": f"q{s} " + "context " * padding,
+                    "final_text": "x" * padding,
+                    "reward": float(i % 3 == 0),
+                    "scenario_id": f"s{s}",
+                    "task_id": f"s{s}",
+                    "lineage": {"situation": s, "repeat": r, "rollout_key": f"s{s}/r{r}"},
+                    "arm": f"arm{i % 3}",
+                    "scenario_dimensions": {"tone": ["calm", "angry"][s % 2], "size": s % 3},
+                    "faults": [{"kind": "timeout"}] if i % 5 == 0 else [],
+                    "markers": {"tool_errors": i % 2, "turns": i % 4},
+                    "gold_reward": float(i % 4 == 0),
+                }
+                f.write(json.dumps(row) + "\n")
+        return path
+
+    def page_peak(path: Path) -> tuple[str, int]:
+        tracemalloc.start()
+        try:
+            out = wai.html_report(path, tmp_path / "page.html", baseline=path, max_transcripts=3)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return out.read_text(encoding="utf-8"), peak
+
+    short, long = run_file("short", 10), run_file("long", 600)
+    wai.html_report(short, tmp_path / "warm.html")  # (the first page imports what it draws with)
+    page, short_peak = page_peak(short)
+    # every section is there, from the same numbers the rows in memory give
+    assert sections_of(page) == [*SECTIONS[:-1], "compare", "transcripts"]
+    held = [json.loads(line) for line in short.read_text().splitlines()]
+    in_memory = wai.html_report(held, tmp_path / "held.html", baseline=held, max_transcripts=3)
+    # the same page but for what names the run: its path, or "2400 rows"
+    named = in_memory.read_text(encoding="utf-8").replace("2400 rows</", f"{short}</")
+    assert page == named
+    assert f"{wai.pass_at(held).pass_at_1:.3f}" in page
+    long_peak = page_peak(long)[1]
+    # rows 60 times as long: held in a list, the extra bytes would cost more than themselves;
+    # read a row at a time, next to nothing
+    extra = long.stat().st_size - short.stat().st_size
+    assert long_peak - short_peak < extra / 20, (short_peak, long_peak, extra)
+
+
+def test_a_group_whose_judge_failed_on_every_row_reads_unjudged(tmp_path: Path) -> None:
+    rows = [
+        {
+            "prompt": "p",
+            "final_text": "x",
+            "scenario_id": f"s{i}",
+            "arm": "broken" if i < 3 else "fine",
+            "reward": 0.0,
+            # the judge of the first arm errored: its rewards are no verdict
+            "judge_status": "error" if i < 3 else "ok",
+        }
+        for i in range(6)
+    ]
+    page = wai.html_report(rows, tmp_path / "p.html").read_text(encoding="utf-8")
+    arms = page[page.index("<section id='by-arm'") : page.index("<section id='by-dimension'")]
+    assert "unjudged (3 rows)" in arms

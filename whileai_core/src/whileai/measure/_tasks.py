@@ -85,6 +85,35 @@ class TaskTable:
     def n_tasks(self) -> int:
         return len(self.keys)
 
+    def of_rows(self, positions: npt.ArrayLike) -> TaskTable:
+        """The table ``task_table(with_markers=False)`` builds from the rows at ``positions``
+        (ascending) alone: their tasks in the order they first appear there, each task's
+        situation its first row's in the whole table (the same whenever a task's rows agree
+        on their situation, as one run's rows do). A report that groups a run's rows (by arm,
+        by a dimension) measures each group from the one table, without the rows."""
+        at = np.asarray(positions, dtype=np.int64)
+        if not len(at):
+            raise ValueError("rows is empty: there is nothing to measure")
+        task = self.row_task[at]
+        present, first, local = np.unique(task, return_index=True, return_inverse=True)
+        # number the tasks in order of first appearance, as task_table does
+        order = np.argsort(first, kind="stable")
+        renumber = np.empty(len(order), dtype=np.int64)
+        renumber[order] = np.arange(len(order), dtype=np.int64)
+        tasks = present[order].tolist()
+        return _assemble(
+            [self.keys[t] for t in tasks],
+            renumber[local.reshape(-1)],
+            self.row_reward[at],
+            # the tasks' situations as the whole table's labels of them
+            [None] * len(tasks)
+            if self.clusters is None
+            else [str(label) for label in self.clusters[present[order]].tolist()],
+            {},
+            {},
+            None,
+        )
+
     def clusters_of(self, has: npt.NDArray[np.bool_]) -> IntArray | None:
         """The situation labels of the tasks where ``has`` holds."""
         return None if self.clusters is None else self.clusters[has]

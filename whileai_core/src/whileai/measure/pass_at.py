@@ -191,6 +191,18 @@ def pass_at(
     return report
 
 
+def pass_at_from_table(
+    table: TaskTable,
+    k: int | None = None,
+    repeat_policy: Literal["rl", "fixed"] | None = None,
+) -> PassAtReport:
+    """:func:`pass_at` (``hacks="keep"``) from the table of the rows, built once: a report
+    that plots pass@k at many k reads the run once."""
+    return _pass_at_from_table(
+        table, _check_k(k), _check_policy(repeat_policy), DEFAULT_RESAMPLES, 0
+    )
+
+
 def _pick(keys: list[str], mask: npt.NDArray[np.bool_]) -> list[str]:
     """The keys where ``mask`` holds (most calls keep all or none: no per-key loop then)."""
     if mask.all():

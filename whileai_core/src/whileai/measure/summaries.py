@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from whileai.measure._tasks import task_table
+from whileai.measure._tasks import TaskTable, task_table
 from whileai.measure.intervals import SMALL_SAMPLE, mean_interval, small_sample_note, unit_count
 from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
 from whileai.measure.stats import DEFAULT_RESAMPLES
@@ -85,7 +85,14 @@ def _summarise(
     seed: int,
     confidence: float,
 ) -> tuple[dict[str, MetricLine], int, int, list[str]]:
-    tasks = task_table(rows_of(rows))
+    return summarise_table(task_table(rows_of(rows)), names, include_reward, confidence)
+
+
+def summarise_table(
+    tasks: TaskTable, names: Sequence[str] | str | None, include_reward: bool, confidence: float
+) -> tuple[dict[str, MetricLine], int, int, list[str]]:
+    """:func:`metric_summary`'s lines, rows, tasks and notes from a table already built (a
+    report that reads a run once gives every summary its table)."""
     wanted: list[str]
     if names is None:
         wanted = (["reward"] if include_reward else []) + sorted(tasks.markers)

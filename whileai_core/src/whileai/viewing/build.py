@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from whileai.schema.export import export_row
 from whileai.schema.files import read_sidecar, sidecar_path
 from whileai.schema.source import row_source
 from whileai.viewing import sections
+from whileai.viewing.digest import ExportedRows, digest
 from whileai.viewing.page import Section, render
 from whileai.viewing.transcripts import transcripts_section
 
@@ -42,6 +42,7 @@ def html_report(
     proxy: str | None = None,
     title: str | None = None,
     max_transcripts: int = DEFAULT_MAX_TRANSCRIPTS,
+    # kept for calls written when the intervals were bootstraps: no number depends on it
     seed: int = 0,
 ) -> Path:
     """Write the run's report as one self-contained HTML file and return its path.
@@ -60,30 +61,33 @@ def html_report(
         raise TypeError(f"max_transcripts must be a whole number, got {max_transcripts!r}")
     if max_transcripts < 0:
         raise ValueError(f"max_transcripts must be 0 or more, got {max_transcripts}")
+    if floor is not None and baseline is None:
+        raise ValueError("floor= needs baseline=: the noise band is read against a comparison")
     source = row_source(run, "run")
-    rows = [export_row(r) for r in source.rows]
-    if not rows:
+    if not len(source.rows):
         raise ValueError(f"run={_label(run, source)!r} holds no rows: there is nothing to report")
+    # every row the page reads is exported first, as on its way to disk; and one walk
+    # gathers what every section reads, so the page never holds the run's rows
+    rows = ExportedRows(source.rows)
+    read = digest(rows, max_transcripts)
     meta = _meta(source, run)
-    from whileai.measure.pass_at import pass_at
+    from whileai.measure.pass_at import pass_at_from_table
 
     policy = source.repeat_policy if source.repeat_policy in ("rl", "fixed") else None
-    pass_report = pass_at(rows, repeat_policy=policy, seed=seed)  # type: ignore[arg-type]
+    pass_report = pass_at_from_table(read.table, repeat_policy=policy)  # type: ignore[arg-type]
     parts: list[Section] = [
-        sections.summary_section(rows, meta, pass_report),
+        sections.summary_section(read, meta, pass_report),
         sections.knobs_section(meta),
-        sections.pass_at_k_section(rows, pass_report, seed),
-        sections.arms_section(rows, seed),
-        sections.dimensions_section(rows, seed),
-        sections.faults_section(rows),
-        sections.markers_section(rows, seed),
-        sections.judge_section(rows),
+        sections.pass_at_k_section(read, pass_report),
+        sections.arms_section(read),
+        sections.dimensions_section(read),
+        sections.faults_section(read),
+        sections.markers_section(read),
+        sections.judge_section(read, rows),
     ]
     if baseline is not None:
         parts.append(_compare(baseline, rows, run, source, floor, proxy))
-    elif floor is not None:
-        raise ValueError("floor= needs baseline=: the noise band is read against a comparison")
-    parts.append(transcripts_section(rows, max_transcripts))
+    parts.append(transcripts_section(read.shown, read.rows, max_transcripts))
     metadata: Mapping[str, Any] = meta.get("metadata") or {}
     heading = title or f"whileai report: {_label(run, source)}"
     subtitle = " · ".join(
@@ -116,7 +120,7 @@ def _default_path(run: Any) -> Path:
 
 def _compare(
     baseline: Any,
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     run: Any,
     source: Any,
     floor: Sequence[Any] | None,
@@ -126,7 +130,6 @@ def _compare(
     from whileai.measure.variance import eval_variance
 
     base = row_source(baseline, "baseline")
-    base_rows = [export_row(r) for r in base.rows]
     spread = None
     run_std = runs = None
     if floor is not None:
@@ -137,7 +140,9 @@ def _compare(
             )
         spread = eval_variance(*[row_source(f, "floor").rows for f in floor])
         run_std, runs = spread.run_std, spread.n_runs
-    report = compare_runs(base_rows, rows, proxy=proxy, run_std=run_std, run_std_runs=runs)
+    report = compare_runs(
+        ExportedRows(base.rows), rows, proxy=proxy, run_std=run_std, run_std_runs=runs
+    )
     return sections.compare_section(
         report, _label(baseline, base), _label(run, source), floor=spread
     )

@@ -8,12 +8,15 @@ same intervals over tasks and the same notes; the page only lays them out.
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from whileai.schema.provenance import RUN_PROVENANCE
 from whileai.schema.report import fmt, fmt_ci
+from whileai.viewing.digest import FaultTally, RunDigest
 from whileai.viewing.page import Section, esc, figure, html_table, notes
 from whileai.viewing.svg import Estimate, Series, count_bars, interval_plot, k_plot
 
@@ -61,9 +64,8 @@ def _ci(value: Any) -> tuple[float, float] | None:
     return float(low), float(high)
 
 
-def summary_section(rows: Sequence[Row], meta: Mapping[str, Any], pass_report: Any) -> Section:
-    errored = sum(1 for r in rows if r.get("error"))
-    judged = sum(1 for r in rows if r.get("reward") is not None)
+def summary_section(run: RunDigest, meta: Mapping[str, Any], pass_report: Any) -> Section:
+    errored, judged = run.errored, run.judged
     p = pass_report
     k = "k" if p.k is None else str(p.k)
 
@@ -83,8 +85,8 @@ def summary_section(rows: Sequence[Row], meta: Mapping[str, Any], pass_report: A
         else ""
     )
     counts = (
-        f"<p>{len(rows)} rollouts: {judged} graded, {errored} errored, "
-        f"{len(rows) - judged - errored} unscored.</p>"
+        f"<p>{run.rows} rollouts: {judged} graded, {errored} errored, "
+        f"{run.rows - judged - errored} unscored.</p>"
     )
     warnings = [f"warning: {w}" for w in meta.get("warnings") or []]
     return Section("summary", "Summary", counts + status + table + notes([*p.notes, *warnings]))
@@ -123,11 +125,10 @@ def _k_values(largest: int) -> list[int]:
     return sorted(k for k in ks if 1 <= k <= largest)
 
 
-def pass_at_k_section(rows: Sequence[Row], pass_report: Any, seed: int) -> Section:
-    from whileai.measure.pass_at import pass_at
+def pass_at_k_section(run: RunDigest, pass_report: Any) -> Section:
+    from whileai.measure.pass_at import pass_at_from_table
 
-    sizes = Counter(str(r.get("task_id")) for r in rows if r.get("reward") in (0, 1, 0.0, 1.0))
-    largest = max(sizes.values(), default=0)
+    largest = max(run.binary_by_task_id.values(), default=0)
     at_k: list[tuple[int, float | None, tuple[float, float] | None]] = []
     pow_k: list[tuple[int, float | None, tuple[float, float] | None]] = []
     table = []
@@ -140,7 +141,7 @@ def pass_at_k_section(rows: Sequence[Row], pass_report: Any, seed: int) -> Secti
                 [1, fmt(pass_report.pass_at_1), fmt(pass_report.pass_at_1), pass_report.n_tasks]
             )
             continue
-        report = pass_at(rows, k=k, seed=seed)
+        report = pass_at_from_table(run.table, k=k)
         at_k.append((k, report.pass_at_k, _ci(report.pass_at_k_ci95)))
         pow_k.append((k, report.pass_pow_k, _ci(report.pass_pow_k_ci95)))
         table.append([k, fmt(report.pass_at_k), fmt(report.pass_pow_k), report.n_k_groups])
@@ -160,29 +161,26 @@ def pass_at_k_section(rows: Sequence[Row], pass_report: Any, seed: int) -> Secti
     return Section("pass-at-k", "pass@k over k", body)
 
 
-def _reward_estimate(label: str, rows: Sequence[Row], seed: int) -> tuple[Estimate, list[str]]:
-    from whileai.measure.summaries import metric_summary
+def _reward_estimate(label: str, run: RunDigest, members: array[int]) -> tuple[Estimate, list[str]]:
+    """The group's mean reward over its tasks, as ``metric_summary`` gives it for the group's
+    rows that have a reward."""
+    from whileai.measure.summaries import summarise_table
 
-    judged = [r for r in rows if r.get("reward") is not None]
-    if not judged:
-        return Estimate(label, None, None, text=f"unjudged ({len(rows)} rows)"), []
-    summary = metric_summary(judged, "reward", seed=seed)
-    line = summary.metrics["reward"]
+    at = np.frombuffer(members, dtype=np.int64)
+    judged = at[np.frombuffer(run.has_reward, dtype=np.int8)[at].astype(bool)]
+    if not len(judged):
+        return Estimate(label, None, None, text=f"unjudged ({len(at)} rows)"), []
+    lines, _, _, said = summarise_table(run.table.of_rows(judged), "reward", True, 0.95)
+    line = lines.get("reward")
+    if line is None:
+        # every judged row's judge errored or skipped: no reward to average
+        return Estimate(label, None, None, text=f"unjudged ({len(at)} rows)"), said
     text = f"{fmt(line.mean)} {fmt_ci(line.ci95)} ({line.n_tasks} tasks)"
-    return Estimate(label, line.mean, _ci(line.ci95), text=text), list(summary.notes)
+    return Estimate(label, line.mean, _ci(line.ci95), text=text), said
 
 
-def _grouped(rows: Sequence[Row], key: Any) -> dict[str, list[Row]]:
-    groups: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        value = key(row)
-        if value is not None:
-            groups[str(value)].append(row)
-    return dict(sorted(groups.items()))
-
-
-def arms_section(rows: Sequence[Row], seed: int) -> Section:
-    groups = _grouped(rows, lambda r: r.get("arm"))
+def arms_section(run: RunDigest) -> Section:
+    groups = run.arms
     if not groups:
         return Section(
             "by-arm",
@@ -192,7 +190,7 @@ def arms_section(rows: Sequence[Row], seed: int) -> Section:
         )
     items, said = [], []
     for arm, members in groups.items():
-        estimate, why = _reward_estimate(arm, members, seed)
+        estimate, why = _reward_estimate(arm, run, members)
         items.append(estimate)
         said.extend(why)
     plot = interval_plot("mean reward by arm (95% interval over tasks)", items, low=0, high=1)
@@ -201,11 +199,8 @@ def arms_section(rows: Sequence[Row], seed: int) -> Section:
     )
 
 
-def dimensions_section(rows: Sequence[Row], seed: int) -> Section:
-    names = sorted(
-        {k for r in rows for k in (r.get("scenario_dimensions") or {}) if isinstance(k, str)}
-    )
-    if not names:
+def dimensions_section(run: RunDigest) -> Section:
+    if not run.dimensions:
         return Section(
             "by-dimension",
             "Reward by dimension",
@@ -213,11 +208,10 @@ def dimensions_section(rows: Sequence[Row], seed: int) -> Section:
             "written over a dimension grid.</p>",
         )
     body, said = [], []
-    for name in names:
-        groups = _grouped(rows, lambda r, n=name: (r.get("scenario_dimensions") or {}).get(n))
+    for name, groups in run.dimensions.items():
         items = []
         for value, members in groups.items():
-            estimate, why = _reward_estimate(value, members, seed)
+            estimate, why = _reward_estimate(value, run, members)
             items.append(estimate)
             said.extend(why)
         plot = interval_plot(
@@ -227,28 +221,20 @@ def dimensions_section(rows: Sequence[Row], seed: int) -> Section:
     return Section("by-dimension", "Reward by dimension", "".join(body) + notes(sorted(set(said))))
 
 
-def faults_section(rows: Sequence[Row]) -> Section:
-    met: dict[str, list[Row]] = defaultdict(list)
-    clean: list[Row] = []
-    for row in rows:
-        kinds = {str(f.get("kind")) for f in row.get("faults") or [] if isinstance(f, Mapping)}
-        for kind in sorted(kinds):
-            met[kind].append(row)
-        if not kinds:
-            clean.append(row)
-    lines = [*sorted(met.items()), *([("no fault", clean)] if clean else [])]
+def faults_section(run: RunDigest) -> Section:
+    met = run.faults
+    lines = [*met.items(), *([("no fault", run.clean)] if run.clean.rollouts else [])]
 
-    def outcome(members: list[Row]) -> tuple[int, int, int, float | None]:
-        passed = sum(1 for r in members if r.get("reward") == 1)
-        judged = [float(r["reward"]) for r in members if r.get("reward") is not None]
+    def outcome(members: FaultTally) -> tuple[int, int, int, float | None]:
+        judged = members.rewards
         mean = sum(judged) / len(judged) if judged else None
-        return passed, len(judged) - passed, len(members) - len(judged), mean
+        return members.passed, len(judged) - members.passed, members.rollouts - len(judged), mean
 
     bars, table = [], []
     for kind, members in lines:
         passed, failed, unscored, mean = outcome(members)
         bars.append((kind, passed, failed))
-        table.append([kind, len(members), passed, failed, unscored, fmt(mean)])
+        table.append([kind, members.rollouts, passed, failed, unscored, fmt(mean)])
     plot = count_bars(
         "rollouts by the fault kinds they met, and how they ended",
         bars,
@@ -267,19 +253,18 @@ def faults_section(rows: Sequence[Row]) -> Section:
     return Section("faults", "Faults and outcomes", body)
 
 
-def markers_section(rows: Sequence[Row], seed: int) -> Section:
-    from whileai.measure.summaries import marker_summary
+def markers_section(run: RunDigest) -> Section:
+    from whileai.measure.summaries import summarise_table
 
-    if not any(r.get("markers") for r in rows):
+    if not run.any_markers:
         return Section("markers", "Markers", "<p class='muted'>No row carries markers.</p>")
-    summary = marker_summary(rows, seed=seed)
+    metrics, _, _, said = summarise_table(run.table, None, False, 0.95)
+    if not metrics:
+        said.append("no row carries markers")
     flags: list[tuple[str, Any, Estimate]] = []
     counts: list[tuple[str, Any, Estimate]] = []
-    for name, line in summary.metrics.items():
-        values = [
-            (r.get("markers") or {}).get(name) for r in rows if name in (r.get("markers") or {})
-        ]
-        is_flag = all(isinstance(v, bool) or v in (0, 1) for v in values)
+    for name, line in metrics.items():
+        is_flag = run.marker_flags[name]
         text = f"{fmt(line.mean)} {fmt_ci(line.ci95)}"
         estimate = Estimate(name, line.mean, _ci(line.ci95), text)
         (flags if is_flag else counts).append((name, line, estimate))
@@ -299,13 +284,14 @@ def markers_section(rows: Sequence[Row], seed: int) -> Section:
             for name, line, _ in [*flags, *counts]
         ],
     )
-    return Section("markers", "Markers", body + notes(summary.notes))
+    return Section("markers", "Markers", body + notes(said))
 
 
-def judge_section(rows: Sequence[Row]) -> Section:
+def judge_section(run: RunDigest, rows: Sequence[Row]) -> Section:
+    """Judge agreement over ``rows`` (the run's, read again) when any carries gold."""
     from whileai.measure.judges import judge_agreement
 
-    if not any(r.get("gold_reward") is not None for r in rows):
+    if not run.any_gold:
         return Section(
             "judge",
             "Judge agreement",

@@ -100,8 +100,8 @@ def _rollout(index: int, row: Row) -> str:
     )
 
 
-def transcripts_section(rows: Sequence[Row], limit: int) -> Section:
-    shown = rows[:limit]
+def transcripts_section(shown: Sequence[Row], total: int, limit: int) -> Section:
+    """The transcripts of ``shown``, the first ``limit`` of the run's ``total`` rows."""
     controls = (
         "<p><input id='transcript-filter' type='search' placeholder='filter: task, tool, reason'"
         " size='40'> <label><input id='transcript-failed' type='checkbox'> not passed only"
@@ -109,9 +109,9 @@ def transcripts_section(rows: Sequence[Row], limit: int) -> Section:
     )
     items = "".join(_rollout(i, row) for i, row in enumerate(shown))
     more = ""
-    if len(rows) > len(shown):
+    if total > len(shown):
         more = (
-            f"<p class='note'>{len(rows) - len(shown)} more rollouts are not shown here "
+            f"<p class='note'>{total - len(shown)} more rollouts are not shown here "
             f"(max_transcripts={limit}); every number above counts them.</p>"
         )
     return Section("transcripts", "Transcripts", controls + more + items)
