@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -215,17 +217,40 @@ def check_concurrency(concurrency: Any) -> int:
     return concurrency
 
 
+#: How many rows past the one handed on next may be graded or waiting for the judge, per row
+#: judged at once: enough that a slow row does not idle the others, few enough that grading
+#: a rows file of any length holds a bounded number of rows.
+AHEAD_PER_SLOT = 4
+
+
 async def grade_each(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]],
     grader: Grader,
     concurrency: int,
     *,
     meta_override: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Graded copies of ``rows``, in order, at most ``concurrency`` judged at once. A row whose
-    rollout failed (``error``) is not sent to the judge: it says so with ``judge_status:
-    "skipped"`` and no reward, as the engine's rows do (a judge reading a crashed rollout's
-    partial answer would reward it). ``meta_override`` replaces keys of each ``judge_meta``."""
+    """Graded copies of ``rows``, in order (:func:`graded_in_order`, gathered in a list)."""
+    async with aclosing(
+        graded_in_order(rows, grader, concurrency, meta_override=meta_override)
+    ) as graded:
+        return [row async for _, row in graded]
+
+
+async def graded_in_order(
+    rows: Iterable[Mapping[str, Any]],
+    grader: Grader,
+    concurrency: int,
+    *,
+    meta_override: Mapping[str, Any] | None = None,
+) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
+    """Each of ``rows`` with its graded copy, yielded in order as each is ready, at most ``concurrency``
+    judged at once and at most :data:`AHEAD_PER_SLOT` times that many read ahead of the row
+    yielded next (a rows file is read as it is graded). A row whose rollout failed
+    (``error``) is not sent to the judge: it says so with ``judge_status: "skipped"`` and no
+    reward, as the engine's rows do (a judge reading a crashed rollout's partial answer would
+    reward it). ``meta_override`` replaces keys of each ``judge_meta``. A judge that raises
+    ``RowError`` stops the grading there, naming the row; the rows read ahead are cancelled."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,7 +265,23 @@ async def grade_each(
             graded["judge_meta"] = {**graded["judge_meta"], **meta_override}
         return graded
 
-    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
+    ahead = max(1, concurrency) * AHEAD_PER_SLOT
+    pending: deque[tuple[Mapping[str, Any], asyncio.Task[dict[str, Any]]]] = deque()
+    try:
+        for index, row in enumerate(rows):
+            pending.append((row, asyncio.ensure_future(one(index, row))))
+            if len(pending) >= ahead:
+                given, task = pending.popleft()
+                yield given, await task
+        while pending:
+            given, task = pending.popleft()
+            yield given, await task
+    finally:
+        left = [task for _, task in pending]
+        for task in left:
+            task.cancel()
+        # wait for the cancelled ones, so none outlives the grading
+        await asyncio.gather(*left, return_exceptions=True)
 
 
 def _not_judged(row: Mapping[str, Any], grader: Grader) -> dict[str, Any]:

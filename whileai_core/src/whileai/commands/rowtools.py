@@ -86,10 +86,10 @@ def grade_command(args: argparse.Namespace) -> int:
 
     rows, _ = read_run(args.rows)
     try:
-        scored = grade(rows, judge=args.judge, registry=registry_for(args))
+        # graded into --output as they are graded: a rows file of any length in bounded memory
+        scored = grade(rows, judge=args.judge, registry=registry_for(args), output=args.output)
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    scored.save(args.output)
     return _say(args, len(scored.rows), scored.report())
 
 

@@ -13,7 +13,11 @@ that row with ``judge_status: "error"`` and the reason, never a 0, and the other
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import os
+from array import array
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -26,13 +30,17 @@ from whileai.graders import (
     Grader,
     check_concurrency,
     grade_each,
+    graded_in_order,
     resolve_grader,
 )
 from whileai.judging.scored import ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
+from whileai.schema.export import export_line
+from whileai.schema.files import RowWriter, replacing, sidecar_path, write_sidecar
 from whileai.schema.provenance import self_judged
 from whileai.schema.source import RowSource, row_source
+from whileai.schema.stored import StoredRows
 from whileai.scoring import Scorer, as_scorer
 from whileai.sync import run_sync
 
@@ -132,24 +140,64 @@ async def grade_rows(
     return await grade_each(rows, judge.grader, concurrency, meta_override=judge.meta_override)
 
 
-def self_judged_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[int, str | None, str | None]:
-    """How many rows the judge's model also wrote (judge_meta.model or .served_model equal to
-    the row's model_version, or its model part before ``@``), and one such pair."""
-    count = 0
-    pair: tuple[str | None, str | None] = (None, None)
-    for row in rows:
-        if self_judged(row):
-            count += 1
-            pair = (str(row["judge_meta"].get("model")), str(row.get("model_version")))
-    return count, pair[0], pair[1]
+@attrs.define
+class GradedTally:
+    """What the result says of the graded rows, counted as each row is graded (a graded rows
+    file is not read again for it): rows whose judge's model wrote them, the judge's model,
+    and the rows another judge had labelled before."""
 
+    rows: int = 0
+    n_self_judged: int = 0
+    #: one self-judged (judge model, row model) pair, for the warning
+    pair: tuple[str, str] | None = None
+    #: the first judge_meta.model a graded row names
+    judge_model: Any = None
+    #: (judge name, its old version, the new one) -> rows relabelled
+    replaced: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
 
-def _self_judged_warning(count: int, total: int, judge_model: str, row_model: str) -> str:
-    return (
-        f"The judge's model {judge_model} is the model that wrote {count} of {total} rows "
-        f"(model_version {row_model}), so it grades its own model's writing, which a judge "
-        "tends to prefer; set WHILEAI_JUDGE or pass judge= to grade with a different model."
-    )
+    @classmethod
+    def of(
+        cls, before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]]
+    ) -> GradedTally:
+        tally = cls()
+        for old, new in zip(before, after, strict=True):
+            tally.add(old, new)
+        return tally
+
+    def add(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """Count ``after``, the graded copy of ``before``."""
+        self.rows += 1
+        if self_judged(after):
+            self.n_self_judged += 1
+            self.pair = (str(after["judge_meta"].get("model")), str(after.get("model_version")))
+        if self.judge_model is None:
+            self.judge_model = _meta(after).get("model") or None
+        if before.get("judge_status") != "ok":
+            return
+        old_id = str(_meta(before).get("version") or before.get("judge_name"))
+        new_id = str(_meta(after).get("version") or after.get("judge_name"))
+        if old_id != new_id:
+            key = (str(before.get("judge_name")), old_id, new_id)
+            self.replaced[key] = self.replaced.get(key, 0) + 1
+
+    def warnings(self) -> list[str]:
+        if not self.n_self_judged or self.pair is None:
+            return []
+        judge_model, row_model = self.pair
+        return [
+            f"The judge's model {judge_model} is the model that wrote {self.n_self_judged} of "
+            f"{self.rows} rows (model_version {row_model}), so it grades its own model's "
+            "writing, which a judge tends to prefer; set WHILEAI_JUDGE or pass judge= to grade "
+            "with a different model."
+        ]
+
+    def notes(self) -> list[str]:
+        """Say when the rows carried another judge's labels: a new version is a new judge."""
+        return [
+            f"{n} rows were graded before by {name} ({old}); their reward is now this judge's "
+            f"({new}), a different judge"
+            for (name, old, new), n in self.replaced.items()
+        ]
 
 
 def _meta(row: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -157,60 +205,37 @@ def _meta(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _replaced_notes(
-    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
-) -> list[str]:
-    """Say when the rows carried another judge's labels: a new version is a new judge."""
-    replaced: dict[tuple[str, str, str], int] = {}
-    for old, new in zip(before, after, strict=True):
-        if old.get("judge_status") != "ok":
-            continue
-        old_meta = _meta(old)
-        new_meta = _meta(new)
-        old_id = str(old_meta.get("version") or old.get("judge_name"))
-        new_id = str(new_meta.get("version") or new.get("judge_name"))
-        if old_id != new_id:
-            key = (str(old.get("judge_name")), old_id, new_id)
-            replaced[key] = replaced.get(key, 0) + 1
-    return [
-        f"{n} rows were graded before by {name} ({old}); their reward is now this judge's "
-        f"({new}), a different judge"
-        for (name, old, new), n in replaced.items()
-    ]
-
-
 def scored_from(
     source: RowSource,
-    graded: list[dict[str, Any]],
+    graded: Sequence[dict[str, Any]],
     judge: Judge,
     *,
+    tally: GradedTally | None = None,
     extra_warnings: Sequence[str] = (),
     extra_notes: Sequence[str] = (),
     extra_metadata: Mapping[str, Any] | None = None,
     agent: str | None = None,
     repeats: int | None = None,
 ) -> ScoredData:
-    """The ScoredData for rows ``graded`` by ``judge``, with its warnings and metadata."""
+    """The ScoredData for rows ``graded`` by ``judge`` from ``source``'s rows, with its
+    warnings and metadata (``tally``: what was counted as they were graded, else counted
+    here)."""
+    if tally is None:
+        tally = GradedTally.of(source.rows, graded)
     scorer = judge.grader.scorer
-    warnings = list(judge.warnings)
-    warnings.extend(extra_warnings)
-    count, judge_model, row_model = self_judged_rows(graded)
-    if count:
-        warnings.append(_self_judged_warning(count, len(graded), str(judge_model), str(row_model)))
-    models = [_meta(t).get("model") for t in graded]
-    judge_model_name = next((m for m in models if m), None) or judge.model_spec
+    warnings = [*judge.warnings, *extra_warnings, *tally.warnings()]
     metadata = {
         **source.metadata,
         **(extra_metadata or {}),
         "grader": scorer.name,
         "judge": scorer.name,
-        "judge_model": judge_model_name,
+        "judge_model": tally.judge_model or judge.model_spec,
         "judge_version": (judge.meta_override or {}).get("version")
         or getattr(judge.grader.scorer, "meta", {}).get("version"),
         "label_source": scorer.label_source,
-        "n_self_judged": count,
+        "n_self_judged": tally.n_self_judged,
     }
-    notes = [*source.notes, *_replaced_notes(source.rows, graded), *extra_notes]
+    notes = [*source.notes, *tally.notes(), *extra_notes]
     return ScoredData(
         trajectories=graded,
         metadata=metadata,
@@ -221,16 +246,53 @@ def scored_from(
         repeat_policy=source.repeat_policy,
         agent=agent,
         repeats=repeats,
+        # rows graded into a file are read back as written: exported already
+        rows=graded if isinstance(graded, StoredRows) else None,
     )
 
 
-async def run_grading(source: RowSource, judge: Judge, concurrency: int) -> ScoredData:
-    """Grade, close what was opened for the judge, and build the result."""
+async def run_grading(
+    source: RowSource, judge: Judge, concurrency: int, output: Path | None = None
+) -> ScoredData:
+    """Grade, close what was opened for the judge, and build the result; with ``output``,
+    the graded rows go to that file as they are graded (:func:`grade_into`) and the result
+    reads them from there."""
     try:
-        graded = await grade_rows(source.rows, judge, concurrency)
+        if output is None:
+            graded: Sequence[dict[str, Any]] = await grade_rows(source.rows, judge, concurrency)
+            tally = None
+        else:
+            graded, tally = await grade_into(output, source.rows, judge, concurrency)
     finally:
         problems = await judge.close()
-    return scored_from(source, graded, judge, extra_warnings=problems)
+    return scored_from(source, graded, judge, tally=tally, extra_warnings=problems)
+
+
+def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
+    """Write the sidecar beside a graded rows file (once the result says all it will)."""
+    if output is not None:
+        write_sidecar(sidecar_path(output), result.sidecar())
+    return result
+
+
+async def grade_into(
+    output: Path, rows: Iterable[Mapping[str, Any]], judge: Judge, concurrency: int
+) -> tuple[StoredRows, GradedTally]:
+    """``rows`` graded by ``judge`` and written to ``output`` in order as each is graded
+    (exported, as a run writes), holding a bounded number of rows at any time. The file is
+    written beside ``output`` and put in its place once every row is (:func:`replacing`): a
+    grading stopped part way leaves ``output`` as it was, so ``output`` may be the rows'
+    own file. Returns the rows as written, read back from ``output``, and their tally."""
+    offsets = array("q")
+    tally = GradedTally()
+    with replacing(output) as temporary, RowWriter(temporary) as writer:
+        graded = graded_in_order(rows, judge.grader, concurrency, meta_override=judge.meta_override)
+        async with aclosing(graded):
+            async for given, row in graded:
+                tally.add(given, row)
+                offsets.append(writer.write_line(export_line(row)[1]))
+        writer.sync()
+    return StoredRows(output, offsets), tally
 
 
 def grade(
@@ -240,6 +302,7 @@ def grade(
     concurrency: int | None = None,
     registry: Registry | None = None,
     cache: Any = None,
+    output: str | os.PathLike[str] | None = None,
 ) -> ScoredData:
     """Grade rows with a judge; every row says who graded it and how that went.
 
@@ -257,6 +320,11 @@ def grade(
         cache: a directory where the judge model's answers are cached, so grading the same
             rows again costs no tokens (``False``: none; None: ``WHILEAI_CACHE``'s directory,
             else none); ``report()["cache"]`` counts hits, misses and tokens saved.
+        output: a JSONL file the graded rows are written to as they are graded, with its
+            ``.meta.json`` sidecar, so rows of any number are graded in bounded memory (a
+            rows file is read as it is graded). The file takes the place of any file there
+            once every row is graded (a grading stopped part way leaves it as it was), so it
+            may be the rows' own file. The result reads its rows back from it.
 
     Returns:
         A :class:`ScoredData`: ``trajectories`` (graded, privileged kept in memory), ``rows``
@@ -264,13 +332,14 @@ def grade(
         A judge that fails on a row leaves it with ``judge_status: "error"`` and the reason.
     """
     limit = check_concurrency(concurrency)
-    source = graded_source(rows)
+    target = output_path(output)
+    source = graded_source(rows, held=target is None)
     reg, wrapper = cached_registry(get_registry(registry), cache)
     resolved = resolve_judge(judge, reg)
-    result: ScoredData = run_sync(run_grading(source, resolved, limit))
+    result: ScoredData = run_sync(run_grading(source, resolved, limit, target))
     if wrapper is not None:
         result.metadata["cache"] = wrapper.report()
-    return result
+    return with_sidecar(result, target)
 
 
 def cached_registry(registry: Registry, cache: Any) -> tuple[Registry, CachingBackends | None]:
@@ -279,11 +348,25 @@ def cached_registry(registry: Registry, cache: Any) -> tuple[Registry, CachingBa
     return (registry.with_backend_wrapper(wrapper) if wrapper else registry), wrapper
 
 
-def graded_source(rows: Any) -> RowSource:
+def graded_source(rows: Any, *, held: bool = True) -> RowSource:
     """What a judge reads: the rows of ``rows`` (in-memory trajectories for a run, so the
-    privileged block is there), each checked before any judge is called."""
+    privileged block is there), each checked before any judge is called: copied into a
+    list, or with ``held=False`` (grading into a file) checked where they are and read
+    again as they are graded."""
     source = row_source(rows, "rows=", privileged=True)
+    if not held:
+        source.check("rows")
+        return source
     return attrs.evolve(source, rows=source.checked("rows"))
+
+
+def output_path(output: Any) -> Path | None:
+    """``output=`` as a path, or None; anything else is a TypeError naming it."""
+    if output is None:
+        return None
+    if isinstance(output, str | os.PathLike) and str(output):
+        return Path(output)
+    raise TypeError(f"output= must be a file path (str or PathLike) or None, got {output!r}")
 
 
 def run_judge(
@@ -293,6 +376,7 @@ def run_judge(
     version: str,
     name: str | None = None,
     registry: Registry | None = None,
+    output: str | os.PathLike[str] | None = None,
 ) -> ScoredData:
     """Grade rows with your own judge, recording its ``version`` on every row.
 
@@ -304,10 +388,12 @@ def run_judge(
     and ``model``, ``prompt_sha``, ``temperature`` taken from the callable's attributes of
     those names (None when it has none) or from the meta its verdicts carry. ``rows`` is what
     :func:`grade` takes. ``registry`` is accepted for symmetry with :func:`grade`; a callable
-    judge resolves nothing through it.
+    judge resolves nothing through it. ``output``: as :func:`grade`'s, the graded rows written
+    to a file as they are graded.
     """
     del registry
     resolved = own_judge(judge, version, name)
-    source = graded_source(rows)
-    result: ScoredData = run_sync(run_grading(source, resolved, DEFAULT_CONCURRENCY))
-    return result
+    target = output_path(output)
+    source = graded_source(rows, held=target is None)
+    result: ScoredData = run_sync(run_grading(source, resolved, DEFAULT_CONCURRENCY, target))
+    return with_sidecar(result, target)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ class ScoredData:
     def __init__(
         self,
         *,
-        trajectories: list[dict[str, Any]],
+        trajectories: Sequence[dict[str, Any]],
         metadata: dict[str, Any],
         warnings: list[str],
         system_prompts: dict[str, str] | None = None,
@@ -121,9 +121,14 @@ class ScoredData:
         repeat_policy: str | None = None,
         agent: str | None = None,
         repeats: int | None = None,
+        rows: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         self.trajectories = trajectories
-        self.rows = RowList(export_row(t) for t in trajectories)
+        #: ``rows``: given when the trajectories are already exported (read back from the
+        #: file they were graded into), else exported here
+        self.rows: Sequence[dict[str, Any]] = (
+            rows if rows is not None else RowList(export_row(t) for t in trajectories)
+        )
         self.metadata = metadata
         self.system_prompts = dict(system_prompts or {})
         self.warnings = warnings
@@ -176,17 +181,22 @@ class ScoredData:
 
     def report(self) -> GradeReport:
         """Judge name, model and version, counts by status, self_judged, warnings, pass rates."""
-        trajectories = self.trajectories
-        statuses = Counter(str(t.get("judge_status")) for t in trajectories)
+        statuses: Counter[str] = Counter()
         versions: Counter[str] = Counter()
-        for t in trajectories:
+        rows = graded = failed = errors = 0
+        # one walk: the rows may be a file's, read back a row at a time
+        for t in self.trajectories:
+            rows += 1
+            status = t.get("judge_status")
+            statuses[str(status)] += 1
             meta = t.get("judge_meta")
             if isinstance(meta, Mapping) and meta.get("version") is not None:
                 versions[str(meta["version"])] += 1
-        graded = sum(
-            1 for t in trajectories if t.get("judge_status") == "ok" and t.get("reward") is not None
-        )
-        failed = sum(1 for t in trajectories if t.get("error"))
+            graded += status == "ok" and t.get("reward") is not None
+            if t.get("error"):
+                failed += 1
+            elif status == "error":
+                errors += 1
         return GradeReport(
             source=self.source,
             judge=str(self.metadata.get("judge")),
@@ -194,11 +204,9 @@ class ScoredData:
             judge_version=next(iter(versions)) if len(versions) == 1 else None,
             versions=dict(versions),
             label_source=str(self.metadata.get("label_source")),
-            n_rows=len(trajectories),
+            n_rows=rows,
             n_graded=graded,
-            n_errors=sum(
-                1 for t in trajectories if t.get("judge_status") == "error" and not t.get("error")
-            ),
+            n_errors=errors,
             n_failed_rollouts=failed,
             status_counts=dict(statuses),
             self_judged=self.self_judged,
@@ -222,7 +230,7 @@ class ScoredData:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write ``rows`` (JSONL) and the ``.meta.json`` sidecar; returns the rows' path."""
         target = Path(path)
-        write_rows(target, list(self.rows))
+        write_rows(target, self.rows)
         write_sidecar(sidecar_path(target), self.sidecar())
         return target
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,6 +71,11 @@ class RowWriter:
         self.offset += len(line)
         return start
 
+    def sync(self) -> None:
+        """Ask the disk to hold every line written so far (``os.fsync``)."""
+        if self._file is not None:
+            os.fsync(self._file.fileno())
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -83,25 +89,34 @@ class RowWriter:
 
 
 def write_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write rows to a fresh file atomically (temp file + replace): ``data.save``.
+    """Write rows to a fresh file atomically (:func:`replacing`): ``data.save``."""
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(row_line(row))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextmanager
+def replacing(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write the whole file to, put in its place (one
+    ``os.replace``) when the block ends, or removed when it raises: a reader sees the old
+    file or the whole new one, never part of it.
 
     Under the output's lock, as a run writes: replacing a file a run is still appending to
     would leave that run writing to a file no longer there (:class:`OutputBusy` instead), and
-    a save killed before its replace leaves its lock file, so the next run on the path looks
+    a write killed before its replace leaves its lock file, so the next run on the path looks
     for the temporary it left (:func:`may_hold_stale_temporaries`)."""
     target = Path(path)
     lock = OutputLock.take(target)
     try:
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(row_line(row))
-                f.flush()
-                os.fsync(f.fileno())
+            yield tmp
             os.replace(tmp, target)
         except BaseException:
-            # a row that cannot be written (or a reader that fails) leaves the file as it was
+            # rows that cannot be written (or a reader that fails) leave the file as it was
             tmp.unlink(missing_ok=True)
             raise
     finally:

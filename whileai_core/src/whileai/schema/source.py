@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +58,22 @@ class RowSource:
         return f"{self.path}, line {self.lines[index]}"
 
     def checked(self, what: str = "rows") -> list[dict[str, Any]]:
-        """Copies of the rows, each validated (``check_row``); an empty source is a
-        ValueError and a bad row a RowError naming its index, or its file and line."""
+        """Copies of the rows, each validated (:meth:`check`)."""
+        return [dict(row) for row in self._checking(what)]
+
+    def check(self, what: str = "rows") -> None:
+        """Validate every row (``check_row``), holding none: an empty source is a ValueError
+        and a bad row a RowError naming its index, or its file and line."""
+        for _ in self._checking(what):
+            pass
+
+    def _checking(self, what: str) -> Iterator[Mapping[str, Any]]:
         if not self.rows:
             if self.path is not None:
                 raise ValueError(
                     f"{what}={str(self.path)!r} holds no rows: there is nothing to grade"
                 )
             raise ValueError(f"{what} is empty: there is nothing to grade")
-        out = []
         for i, row in enumerate(self.rows):
             if not isinstance(row, Mapping):
                 where = self.where(i) or f"{what}[{i}]"
@@ -76,8 +83,7 @@ class RowSource:
             except RowError as exc:
                 where = self.where(i)
                 raise RowError(f"{where or what}: {exc}") from None
-            out.append(dict(row))
-        return out
+            yield row
 
 
 def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> RowSource:

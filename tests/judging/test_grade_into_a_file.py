@@ -1,0 +1,148 @@
+"""``wai.grade(rows, judge, output=)``: a rows file of any length graded into another in
+bounded memory, written whole or not at all, and read back as the same result the rows in
+memory give."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import whileai as wai
+from whileai.graders import AHEAD_PER_SLOT, graded_in_order, resolve_grader
+
+
+def rows_file(path: Path, n: int, padding: int, *, graded: bool = False) -> Path:
+    with path.open("w") as f:
+        for i in range(n):
+            s, r = divmod(i, 4)
+            row: dict[str, Any] = {
+                "prompt": f"What is {s} + {r}? " + "context " * padding,
+                "final_text": str(s + r) if i % 3 else "no idea " + "x" * padding,
+                "scenario_id": f"s{s}",
+                "lineage": {"repeat": r, "rollout_key": f"s{s}/r{r}"},
+            }
+            if graded:
+                row.update(reward=1.0, judge_name="old", judge_status="ok")
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+def says_a_number(prompt: str, completion: str) -> float:
+    return float(completion.strip().isdigit())
+
+
+def test_a_rows_file_is_graded_into_a_file_as_the_rows_in_memory_are(tmp_path: Path) -> None:
+    source = rows_file(tmp_path / "answers.jsonl", 200, 5)
+    held = wai.grade(source, says_a_number)
+    out = tmp_path / "graded.jsonl"
+    streamed = wai.grade(source, says_a_number, output=out)
+
+    # the same rows, the same report, and the file is the one save() writes
+    assert list(streamed.rows) == list(held.rows)
+    assert list(streamed.trajectories) == list(held.rows)
+    assert streamed.report().to_dict() == held.report().to_dict()
+    assert streamed.pass_at == held.pass_at
+    assert [r["reward"] for r in streamed.rows][:4] == [0.0, 1.0, 1.0, 0.0]
+    saved = held.save(tmp_path / "saved.jsonl")
+    assert out.read_bytes() == saved.read_bytes()
+    sidecar = json.loads((tmp_path / "graded.meta.json").read_text())
+    assert sidecar == json.loads((tmp_path / "saved.meta.json").read_text())
+    assert sidecar["report"]["n_graded"] == 200
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.lock"))
+
+
+def test_a_long_rows_file_is_graded_a_row_at_a_time(tmp_path: Path) -> None:
+    def peak(padding: int) -> tuple[int, int]:
+        source = rows_file(tmp_path / f"in-{padding}.jsonl", 2400, padding)
+        out = tmp_path / f"out-{padding}.jsonl"
+        tracemalloc.start()
+        try:
+            scored = wai.grade(source, says_a_number, output=out)
+            top = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert scored.report().n_graded == 2400
+        return top, source.stat().st_size + out.stat().st_size
+
+    # (the first grading into a file imports what it reports with)
+    wai.grade(rows_file(tmp_path / "warm.jsonl", 8, 1), says_a_number, output=tmp_path / "w")
+    (short, short_bytes), (long, long_bytes) = peak(10), peak(600)
+    # rows 60 times as long, in and out: graded into a list and saved, the peak grows by half
+    # the extra bytes; graded a row at a time, by under 2% (the rows read ahead)
+    extra = long_bytes - short_bytes
+    assert long - short < extra / 20, (short, long, extra)
+
+
+def test_grading_reads_a_bounded_number_of_rows_ahead() -> None:
+    # counted, not timed: how far the reading runs ahead of the row handed on
+    read = 0
+
+    def rows() -> Any:
+        nonlocal read
+        for i in range(500):
+            read += 1
+            yield {"prompt": f"q{i}", "final_text": str(i)}
+
+    async def slow(row: dict[str, Any]) -> float:
+        await asyncio.sleep(0)
+        return 1.0
+
+    grader = resolve_grader(slow, wai.registry.get_registry())
+    furthest = 0
+
+    async def walk() -> int:
+        nonlocal furthest
+        handed = 0
+        async for given, graded in graded_in_order(rows(), grader, 8):
+            assert graded["prompt"] == given["prompt"] == f"q{handed}"  # in order
+            furthest = max(furthest, read - handed)
+            handed += 1
+        return handed
+
+    assert asyncio.run(walk()) == 500
+    assert furthest <= 8 * AHEAD_PER_SLOT
+
+
+def test_a_grading_stopped_part_way_leaves_the_output_as_it_was(tmp_path: Path) -> None:
+    source = rows_file(tmp_path / "answers.jsonl", 40, 1)
+    out = tmp_path / "graded.jsonl"
+    out.write_text("the rows graded yesterday\n")
+
+    def breaks_on_the_thirtieth(row: dict[str, Any]) -> Any:
+        return "not a score" if row["scenario_id"] == "s7" and row["lineage"]["repeat"] == 2 else 1
+
+    with pytest.raises(wai.RowError, match="row 30"):
+        wai.grade(source, breaks_on_the_thirtieth, output=out)
+    assert out.read_text() == "the rows graded yesterday\n"
+    assert not list(tmp_path.glob(".*.tmp"))
+    # the lock went with it: the next grading writes the file
+    assert len(wai.grade(source, says_a_number, output=out)) == 40
+
+
+def test_a_rows_file_is_graded_in_place(tmp_path: Path) -> None:
+    path = rows_file(tmp_path / "run.jsonl", 12, 1, graded=True)
+    scored = wai.grade(path, says_a_number, output=path)
+    rewards = [json.loads(line)["reward"] for line in path.read_text().splitlines()]
+    assert rewards == [r["reward"] for r in scored.rows] and 0.0 in rewards
+    # the labels it replaced are said, counted as the rows were graded
+    assert any("12 rows were graded before by old" in n for n in scored.report().notes)
+    assert json.loads(path.with_suffix(".meta.json").read_text())["report"]["n_rows"] == 12
+
+
+def test_run_judge_writes_its_rows_too(tmp_path: Path) -> None:
+    source = rows_file(tmp_path / "answers.jsonl", 8, 1)
+    out = tmp_path / "judged.jsonl"
+    scored = wai.run_judge(source, says_a_number, version="v1", output=out)
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert written == list(scored.rows)
+    assert {r["judge_meta"]["version"] for r in written} == {"v1"}
+
+
+def test_a_bad_output_is_refused_before_any_row_is_read(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="output= must be a file path"):
+        wai.grade(tmp_path / "none.jsonl", says_a_number, output=3)  # type: ignore[arg-type]
