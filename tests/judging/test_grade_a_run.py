@@ -70,3 +70,20 @@ def test_a_saved_run_is_graded_from_its_file(tmp_path: Path, how: str) -> None:
     assert sidecar["report"]["n_rows"] == len(scored)
     again = wai.grade(out, says_shipped, registry=d.registry())
     assert [r["reward"] for r in again.rows] == [r["reward"] for r in scored.rows]
+
+
+def test_a_streamed_run_is_graded_into_a_file_with_its_privileged_block(tmp_path: Path) -> None:
+    # a long run streamed to disk, graded again by a judge that reads the hidden state: the
+    # run's trajectories put each situation's privileged block back as they are read, and the
+    # graded rows go to their own file, so neither side holds the run
+    data = simulate(output=str(tmp_path / "run.jsonl"))
+    scored = wai.grade(
+        data, knows_the_hidden_state, registry=d.registry(), output=tmp_path / "graded.jsonl"
+    )
+    assert [r["reward"] for r in scored.rows] == [1.0] * len(data.rows)
+    written = (tmp_path / "graded.jsonl").read_text()
+    assert '"privileged"' not in written and '"hidden_state"' not in written
+    assert [json.loads(line)["lineage"] for line in written.splitlines()] == [
+        r["lineage"] for r in data.rows
+    ]
+    assert scored.metadata["run_id"] == data.metadata["run_id"]
