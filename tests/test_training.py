@@ -146,3 +146,75 @@ def test_the_training_page_runs(capsys: pytest.CaptureFixture[str]) -> None:
     (block,) = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
     exec(compile(block, str(page), "exec"), {})
     assert capsys.readouterr().out.splitlines() == ["[1.0, 0.0]", "[1.0, 0.0]"]
+
+
+def run_file(path: Path, padding: int, n: int = 1200) -> Path:
+    """A run's rows file: groups of four rollouts a task, the tasks interleaved as a run
+    finishes them, with long prompts and answers when ``padding`` is large."""
+    with path.open("w") as f:
+        for i in range(n):
+            task, repeat = i % (n // 4), i // (n // 4)
+            row = {
+                "prompt": f"task {task}: " + "context " * padding,
+                "final_text": f"answer {i} " + "x" * padding,
+                "task_id": f"t{task}",
+                "reward": float(i % 3 == 0),
+                "policy_version": repeat // 2,
+                "lineage": {"rollout_key": f"t{task}/r{repeat}"},
+            }
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("shape", ["trl", "grpo", "rows"])
+def test_a_rows_file_exports_as_the_rows_in_memory_do(tmp_path: Path, shape: str) -> None:
+    source = run_file(tmp_path / "run.jsonl", 3)
+    held = [json.loads(line) for line in source.read_text().splitlines()]
+    records = wai.export(held, shape=shape)
+    written = wai.export(source, shape=shape, path=tmp_path / f"{shape}.jsonl")
+    # the records read back from the file, and the file holds them one a line
+    assert list(written) == records and len(written) == len(records)
+    lines = (tmp_path / f"{shape}.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == records
+    if shape == "grpo":
+        # each task's four rollouts, gathered from across the file in the order they stand
+        assert len(records) == 300
+        assert records[0]["completions"][:2] == ["answer 0 xxx", "answer 300 xxx"]
+        assert records[0]["policy_versions"] == [0, 0, 1, 1]
+        assert records[0]["policy_version"] is None
+
+
+def test_a_long_run_exports_a_record_at_a_time(tmp_path: Path) -> None:
+    import tracemalloc
+
+    def peak(padding: int, shape: str) -> tuple[int, int]:
+        source = run_file(tmp_path / f"run-{padding}.jsonl", padding)
+        out = tmp_path / f"{shape}-{padding}.jsonl"
+        tracemalloc.start()
+        try:
+            written = wai.export(source, shape=shape, path=out)
+            top = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(written) == (1200 if shape == "rows" else 300)
+        return top, source.stat().st_size + out.stat().st_size
+
+    for shape in ("grpo", "rows"):
+        peak(1, shape)  # (the first export imports what it reads with)
+        (short, short_bytes), (long, long_bytes) = peak(10, shape), peak(600, shape)
+        # rows 60 times as long: listed, exported and joined into one text they would cost
+        # several times the extra bytes; a record at a time, a group's worth
+        extra = long_bytes - short_bytes
+        assert long - short < extra / 20, (shape, short, long, extra)
+
+
+def test_a_bad_row_part_way_leaves_the_export_file_as_it_was(tmp_path: Path) -> None:
+    source = run_file(tmp_path / "run.jsonl", 1, n=40)
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    del rows[30]["prompt"]
+    out = tmp_path / "train.jsonl"
+    out.write_text("yesterday's export\n")
+    with pytest.raises(ValueError, match="row 30: a row to export needs a 'prompt'"):
+        wai.export(rows, shape="rows", path=out)
+    assert out.read_text() == "yesterday's export\n"
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.lock"))

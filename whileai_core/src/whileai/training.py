@@ -30,29 +30,44 @@ timeout it provoked) is not left out of its group, where it would escape the fai
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import os
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from whileai.registry import Registry, get_registry
 from whileai.schema.export import export_row
+from whileai.schema.files import replacing
+from whileai.schema.stored import StoredRows
 
 SHAPES = ("trl", "grpo", "rows")
 FORMATS = ("jsonl", "parquet", "datasets")
 _INSTALL = "pip install 'whileai-core[training]' (datasets and pyarrow)"
 
 
-def _rows_of(rows: Any) -> list[Mapping[str, Any]]:
+def _rows_of(rows: Any) -> Sequence[Mapping[str, Any]] | list[Any]:
+    """The rows ``rows`` names: a rows file's (read as they are walked), a run's or a
+    ScoredData's trajectories, or rows you pass; not read yet (:func:`_checked` reads them)."""
+    if isinstance(rows, str | os.PathLike):
+        from whileai.schema.row_file import open_row_file
+
+        return open_row_file(rows, what="rows")
     found = getattr(rows, "trajectories", None)
     if found is None:
         found = getattr(rows, "rows", rows)
-    if isinstance(found, Mapping) or not isinstance(found, Iterable):
-        raise TypeError(f"export() takes rows or a run, got {type(rows).__name__}")
-    out = list(found)
-    for i, row in enumerate(out):
+    if isinstance(found, Mapping | str | bytes) or not isinstance(found, Iterable):
+        raise TypeError(f"export() takes rows, a run or a rows file, got {type(rows).__name__}")
+    # a sequence is walked where it is (a streamed run's rows stay in their file); a
+    # generator is read once, into a list
+    return found if isinstance(found, Sequence) else list(found)
+
+
+def _checked(rows: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
+    for i, row in enumerate(rows):
         if not isinstance(row, Mapping) or not isinstance(row.get("prompt"), str):
             raise ValueError(f"row {i}: a row to export needs a 'prompt' (text)")
-    return out
+        yield row
 
 
 def _task(row: Mapping[str, Any]) -> str:
@@ -61,34 +76,60 @@ def _task(row: Mapping[str, Any]) -> str:
 
 def _records(
     rows: Sequence[Mapping[str, Any]], shape: str, conversational: bool
-) -> list[dict[str, Any]]:
-    cleaned = [export_row(r) for r in rows]
+) -> Iterator[dict[str, Any]]:
+    """The records of ``shape``, one at a time, in the order of the rows (a task's where its
+    first row stands): the rows are exported as they are read and none is held but a
+    group's (``grpo`` reads the rows twice: where each task's rows stand, then each group)."""
     if shape == "rows":
-        return cleaned
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in cleaned:
-        groups.setdefault(_task(row), []).append(row)
-    out: list[dict[str, Any]] = []
-    for task_id, group in groups.items():
-        prompt: Any = group[0]["prompt"]
-        if conversational:
-            prompt = [{"role": "user", "content": prompt}]
-        if shape == "trl":
-            out.append({"prompt": prompt, "task_id": task_id})
-            continue
+        for row in _checked(rows):
+            yield export_row(row)
+        return
+    if shape == "trl":
+        seen: set[str] = set()
+        for row in _checked(rows):
+            cleaned = export_row(row)
+            task_id = _task(cleaned)
+            if task_id not in seen:
+                seen.add(task_id)
+                yield {"prompt": _prompt(cleaned, conversational), "task_id": task_id}
+        return
+    where: dict[str, array[int]] = {}
+    for i, row in enumerate(_checked(rows)):
+        where.setdefault(_task(export_row(row)), array("q")).append(i)
+    at = getattr(rows, "at", None)
+    for task_id, positions in where.items():
+        # a file's rows are read a group at a time, in one open of the file
+        members = at(positions) if callable(at) else [rows[i] for i in positions]
+        group = [export_row(r) for r in members]
         versions = [r.get("policy_version") for r in group]
-        out.append(
-            {
-                "task_id": task_id,
-                "prompt": prompt,
-                "completions": [str(r.get("final_text") or "") for r in group],
-                "rewards": [r.get("reward") for r in group],
-                "logprobs": [r.get("logprob") for r in group],
-                "policy_versions": versions,
-                "policy_version": versions[0] if len(set(versions)) == 1 else None,
-            }
-        )
-    return out
+        yield {
+            "task_id": task_id,
+            "prompt": _prompt(group[0], conversational),
+            "completions": [str(r.get("final_text") or "") for r in group],
+            "rewards": [r.get("reward") for r in group],
+            "logprobs": [r.get("logprob") for r in group],
+            "policy_versions": versions,
+            "policy_version": versions[0] if len(set(versions)) == 1 else None,
+        }
+
+
+def _prompt(row: Mapping[str, Any], conversational: bool) -> Any:
+    prompt: Any = row["prompt"]
+    return [{"role": "user", "content": prompt}] if conversational else prompt
+
+
+def _write_jsonl(records: Iterable[Mapping[str, Any]], path: Path) -> StoredRows:
+    """Write ``records`` one line each as they come, the file taking ``path``'s place once
+    all are written (a failure part way leaves ``path`` as it was); the records read back."""
+    offsets = array("q")
+    written = 0
+    with replacing(path) as temporary, open(temporary, "wb") as f:
+        for record in records:
+            line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
+            f.write(line)
+            offsets.append(written)
+            written += len(line)
+    return StoredRows(path, offsets)
 
 
 def export(
@@ -99,8 +140,10 @@ def export(
     path: str | Path | None = None,
     conversational: bool = False,
 ) -> Any:
-    """Rows (or a run) as training data: the records (``"jsonl"``, also written to ``path``),
-    a Parquet file at ``path``, or a ``datasets.Dataset``. See the module's docstring."""
+    """Rows (or a run, or a rows file's path) as training data: the records (``"jsonl"``;
+    with ``path`` written there a record at a time and read back from the file, so a run of
+    any length exports in the memory of its task ids), a Parquet file at ``path``, or a
+    ``datasets.Dataset``. See the module's docstring."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {', '.join(SHAPES)}, got {shape!r}")
     if format not in FORMATS:
@@ -110,19 +153,17 @@ def export(
         )
         hint = f" (a file name? pass it as path={str(format)!r})" if looks_like_a_path else ""
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}{hint}")
+    if format == "parquet" and path is None:
+        raise ValueError("format='parquet' writes a file: give path=")
     records = _records(_rows_of(rows), shape, conversational)
     if format == "jsonl":
-        if path is not None:
-            target = Path(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(
-                "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records),
-                encoding="utf-8",
-            )
-        return records
-    if format == "parquet":
         if path is None:
-            raise ValueError("format='parquet' writes a file: give path=")
+            return list(records)
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return _write_jsonl(records, target)
+    if format == "parquet":
+        assert path is not None
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -130,13 +171,13 @@ def export(
             raise ImportError(f"format='parquet' needs pyarrow: {_INSTALL}") from None
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(records), target)
+        pq.write_table(pa.Table.from_pylist(list(records)), target)
         return target
     try:
         import datasets
     except ImportError:
         raise ImportError(f"format='datasets' needs the datasets package: {_INSTALL}") from None
-    return datasets.Dataset.from_list(records)
+    return datasets.Dataset.from_list(list(records))
 
 
 def _completion_text(completion: Any) -> str:
@@ -176,7 +217,7 @@ def reward_function(
             f"reward_function needs a verifier (verify(completion, reference)), got {verifier!r}"
         )
     answer_key: dict[str, Any] = dict(references or {})
-    for row in _rows_of(rows) if rows is not None else []:
+    for row in _checked(_rows_of(rows)) if rows is not None else []:
         reference = (row.get("privileged") or {}).get("reference")
         if reference is not None:
             answer_key.setdefault(_task(row), reference)
