@@ -252,3 +252,43 @@ def test_a_run_file_keeps_its_clean_rows_on_disk(tmp_path: Any) -> None:
     assert type(report.clean) is not list
     assert list(report.clean) == rows[1:] and list(report.contaminated) == rows[:1]
     assert report.to_dict() == wai.decontaminate(rows, ["the cat sat on the mat"], n=4).to_dict()
+
+
+def test_a_long_run_file_is_checked_a_chunk_of_texts_at_a_time(tmp_path: Any) -> None:
+    # the prompts of a million rollouts are gigabytes: a file's are read as they are checked,
+    # in chunks of a bounded number of characters, so more rows cost no more memory
+    import json
+    import tracemalloc
+
+    benchmark = ["what is the capital city of france and why is it there"]
+
+    def run_file(name: str, rows: int) -> Any:
+        path = tmp_path / f"{name}.jsonl"
+        with path.open("w") as f:
+            for i in range(rows):
+                leak = benchmark[0] if i % 50 == 0 else f"question {i}"
+                row = {"prompt": f"{leak} " + f"w{i % 13} " * 150, "final_text": "x"}
+                f.write(json.dumps(row) + "\n")
+        return path
+
+    def peak(path: Any) -> tuple[Any, int]:
+        tracemalloc.start()
+        try:
+            report = wai.decontaminate(str(path), benchmark)
+            return report, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    wai.decontaminate(str(run_file("warm", 10)), benchmark)
+    few, many = run_file("few", 6000), run_file("many", 24000)
+    (few_report, few_peak), (many_report, many_peak) = peak(few), peak(many)
+    assert many_report.contaminated_indices == list(range(0, 24000, 50))
+    assert few_report.contaminated_indices == list(range(0, 6000, 50))
+    # the same report from the rows in memory
+    held = [json.loads(line) for line in many.read_text().splitlines()]
+    assert many_report.to_dict() == wai.decontaminate(held, benchmark).to_dict()
+    # four times the rows: held, the prompts alone would grow the peak by more than the extra
+    # bytes; read a chunk at a time, only what the report keeps per row grows (its indices,
+    # each text's row: some 70 bytes a row against 540 of prompt)
+    extra = many.stat().st_size - few.stat().st_size
+    assert many_peak - few_peak < extra / 4, (few_peak, many_peak, extra)

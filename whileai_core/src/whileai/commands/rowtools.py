@@ -61,19 +61,24 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _finish(
-    args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], report: Any, field: str
+    args: argparse.Namespace,
+    rows: Sequence[Mapping[str, Any]],
+    report: Any,
+    leave_out: tuple[str, ...],
 ) -> int:
-    """Write ``rows`` (the report's ``field``) to ``--output`` and say so."""
+    """Write ``rows`` to ``--output`` and say so (:func:`_say`)."""
     write_rows(Path(args.output), rows)
-    return _say(args, len(rows), report, leave_out=field)
+    return _say(args, len(rows), report, leave_out=leave_out)
 
 
-def _say(args: argparse.Namespace, written: int, report: Any, leave_out: str = "") -> int:
-    """The report, or with ``--json`` the report as JSON, less the ``leave_out`` field that
-    holds the rows just written to ``--output`` (the JSON of a large selection would repeat
-    the whole file on stdout)."""
+def _say(
+    args: argparse.Namespace, written: int, report: Any, leave_out: tuple[str, ...] = ()
+) -> int:
+    """The report, or with ``--json`` the report as JSON, less the ``leave_out`` fields that
+    hold rows: the rows just written to ``--output``, or rows of the input file the report
+    names by index (the JSON of a large selection would repeat whole files on stdout)."""
     if args.json:
-        shown = report.to_dict(without=(leave_out,))
+        shown = report.to_dict(without=leave_out)
         print_json({"output": args.output, "rows": written, "report": shown})
     else:
         print(report)
@@ -98,7 +103,7 @@ def select_command(args: argparse.Namespace) -> int:
 
     rows, _ = read_run(args.rows)
     report = select(rows, mode=args.mode, band=tuple(args.band))
-    return _finish(args, report.rows, report, "rows")
+    return _finish(args, report.rows, report, ("rows",))
 
 
 def _against(path: str) -> list[Any]:
@@ -120,7 +125,8 @@ def decontaminate_command(args: argparse.Namespace) -> int:
     rows, _ = read_run(args.rows)
     fields = tuple(args.field) if args.field else ("prompt",)
     report = decontaminate(rows, _against(args.against), fields=fields, n=args.n)
-    return _finish(args, report.clean, report, "clean")
+    # the contaminated rows are the input's rows at contaminated_indices (matches say why)
+    return _finish(args, report.clean, report, ("clean", "contaminated"))
 
 
 def rank_command(args: argparse.Namespace) -> int:

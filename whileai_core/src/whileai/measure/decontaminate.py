@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -44,6 +45,7 @@ import numpy.typing as npt
 from whileai.schema.records import RowError
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
+from whileai.schema.stored import StoredRows
 
 DEFAULT_N = 13
 # GPT-3 appendix C: "Due to spurious collisions at lower values of N we use a minimum value of 8".
@@ -54,6 +56,9 @@ _PUNCTUATION_BYTES = string.punctuation.encode("ascii")
 _SINGLE_SOURCE = "against"
 # Texts tokenised and scanned at once: about a megabyte of text, so the arrays stay in cache.
 _CHUNK_TEXTS = 4096
+#: ... or as many as hold this many characters: a chunk's token arrays cost about 30 bytes a
+#: character, so long prompts (a few KB each) are checked in chunks of a bounded size too
+_CHUNK_CHARS = 1 << 20
 
 Gram = tuple[str, ...]
 
@@ -420,8 +425,13 @@ def _item_texts(item: Any, fields: tuple[str, ...], where: str) -> list[str]:
 
 def _row_texts(
     rows: Sequence[Mapping[str, Any]], fields: tuple[str, ...]
-) -> tuple[list[str], list[int], list[str]]:
-    """The texts to check, flattened row by row and field by field, with their row and field."""
+) -> Iterator[tuple[list[str], list[int], list[str]]]:
+    """The texts to check, flattened row by row and field by field, with their row and field,
+    :data:`_CHUNK_TEXTS` at a time. Rows in a file (:class:`StoredRows`) are read as they are
+    checked, so only a chunk's texts are held; rows in memory are listed at once."""
+    if isinstance(rows, StoredRows):
+        yield from _chunks(_texts_of(rows, fields))
+        return
     if len(fields) == 1:
         field = fields[0]
         try:
@@ -435,16 +445,54 @@ def _row_texts(
             and set(map(type, texts)) <= {str}
             and (set(map(type, rows)) <= {dict} or all(isinstance(r, Mapping) for r in rows))
         ):
-            return texts, list(range(len(rows))), [field] * len(rows)
-    texts, text_row, text_field = [], [], []
+            at = 0
+            while at < len(texts):
+                end = _chunk_end(texts, at)
+                yield texts[at:end], list(range(at, end)), [field] * (end - at)
+                at = end
+            return
+    yield from _chunks(_texts_of(rows, fields))
+
+
+def _chunk_end(texts: Sequence[str], start: int) -> int:
+    """Where the chunk from ``start`` ends: :data:`_CHUNK_TEXTS` texts or
+    :data:`_CHUNK_CHARS` characters, whichever comes first (one text at least)."""
+    end, size = start, 0
+    stop = min(len(texts), start + _CHUNK_TEXTS)
+    while end < stop and (end == start or size + len(texts[end]) <= _CHUNK_CHARS):
+        size += len(texts[end])
+        end += 1
+    return end
+
+
+def _texts_of(
+    rows: Iterable[Mapping[str, Any]], fields: tuple[str, ...]
+) -> Iterator[tuple[str, int, str]]:
     for r, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise RowError(f"row {r} is a {type(row).__name__}, not a mapping")
         for name, text in zip(fields, _item_texts(row, fields, f"row {r}"), strict=True):
-            texts.append(text)
-            text_row.append(r)
-            text_field.append(name)
-    return texts, text_row, text_field
+            yield text, r, name
+
+
+def _chunks(
+    texts: Iterator[tuple[str, int, str]],
+) -> Iterator[tuple[list[str], list[int], list[str]]]:
+    chunk: list[tuple[str, int, str]] = []
+    size = 0
+    for item in texts:
+        if chunk and (len(chunk) == _CHUNK_TEXTS or size + len(item[0]) > _CHUNK_CHARS):
+            yield _columns(chunk)
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item[0])
+    if chunk:
+        yield _columns(chunk)
+
+
+def _columns(chunk: list[tuple[str, int, str]]) -> tuple[list[str], list[int], list[str]]:
+    text, row, field = zip(*chunk, strict=True)
+    return list(text), list(row), list(field)
 
 
 def _sources(against: Any) -> dict[str, Sequence[Any]]:
@@ -515,13 +563,19 @@ def decontaminate(
         name = index.owners[owner][0]
         too_short_items[name] = too_short_items.get(name, 0) + 1
 
-    texts, text_row, text_field = _row_texts(rows, fields)
     hits: list[tuple[int, int, Gram, list[int]]] = []
-    counts = np.zeros(len(texts), dtype=np.int64)
-    # A chunk at a time: its arrays stay small enough to live in cache.
-    for offset in range(0, len(texts), _CHUNK_TEXTS):
-        tokens = _Tokens.of(texts[offset : offset + _CHUNK_TEXTS])
-        counts[offset : offset + len(tokens.counts)] = tokens.counts
+    # per text: its row, its field and how many tokens it has
+    text_row = array("q")
+    text_field: list[str] = []
+    counted: list[npt.NDArray[np.int64]] = []
+    # A chunk at a time: its arrays stay small enough to live in cache, and a file's texts
+    # are read as they are checked.
+    for texts, rows_of_texts, fields_of_texts in _row_texts(rows, fields):
+        offset = len(text_row)
+        text_row.extend(rows_of_texts)
+        text_field.extend(fields_of_texts)
+        tokens = _Tokens.of(texts)
+        counted.append(tokens.counts)
         found = _window_hits(index, tokens)
         # A field shorter than n is compared whole against every window of the source items.
         for t in np.flatnonzero((tokens.counts >= min_n) & (tokens.counts < n)).tolist():
@@ -542,8 +596,9 @@ def decontaminate(
                 done.add(owner)
                 source, item = index.owners[owner]
                 matches.setdefault(r, []).append(Match(source, item, text_field[t], " ".join(gram)))
+    counts = np.concatenate(counted) if counted else np.zeros(0, dtype=np.int64)
     compared = np.zeros(len(rows), dtype=np.bool_)
-    compared[np.asarray(text_row, dtype=np.int64)[counts >= min_n]] = True
+    compared[np.frombuffer(text_row, dtype=np.int64)[counts >= min_n]] = True
     rows_too_short = np.flatnonzero(~compared).tolist()
     dirty_idx = sorted(matches)
     is_clean = np.ones(len(rows), dtype=np.bool_)
