@@ -218,3 +218,41 @@ def test_a_bad_row_part_way_leaves_the_export_file_as_it_was(tmp_path: Path) -> 
         wai.export(rows, shape="rows", path=out)
     assert out.read_text() == "yesterday's export\n"
     assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.lock"))
+
+
+def test_parquet_is_written_a_batch_at_a_time_with_the_types_every_batch_agrees_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyarrow")
+    import tracemalloc
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from whileai import training
+
+    monkeypatch.setattr(training, "PARQUET_BATCH", 100)
+
+    def peak(padding: int) -> tuple[int, int]:
+        source = run_file(tmp_path / f"run-{padding}.jsonl", padding)
+        rows = [json.loads(line) for line in source.read_text().splitlines()]
+        for i, row in enumerate(rows):
+            # no logprob in the first batches, numbers later: one column of numbers
+            row["logprob"] = None if i < 250 else -0.5 * i
+        source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        out = tmp_path / f"rows-{padding}.parquet"
+        tracemalloc.start()
+        try:
+            wai.export(source, "parquet", shape="rows", path=out)
+            top = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        # the table a single write of every record gives
+        assert pq.read_table(out).equals(pa.Table.from_pylist(wai.export(rows, shape="rows")))
+        assert pq.read_table(out).schema.field("logprob").type == pa.float64()
+        return top, source.stat().st_size
+
+    peak(1)
+    (short, short_bytes), (long, long_bytes) = peak(10), peak(600)
+    extra = long_bytes - short_bytes
+    assert long - short < extra / 5, (short, long, extra)

@@ -132,6 +132,46 @@ def _write_jsonl(records: Iterable[Mapping[str, Any]], path: Path) -> StoredRows
     return StoredRows(path, offsets)
 
 
+#: records per Parquet row group: a batch is built, checked against the schema and written at
+#: once, so this bounds what a Parquet export holds
+PARQUET_BATCH = 4096
+
+
+def _write_parquet(
+    records: Callable[[], Iterator[dict[str, Any]]], path: Path, pa: Any, pq: Any
+) -> None:
+    """Write the records ``records()`` makes to ``path`` a batch at a time. A column's type is
+    the one every batch's values agree on (a column of None in the first batch and numbers
+    later is a column of numbers), so the records are made twice: once to find the schema,
+    once to write them. The file replaces ``path`` once whole."""
+    schema = None
+    for batch in _batched(records()):
+        found = pa.RecordBatch.from_pylist(batch).schema
+        schema = (
+            found
+            if schema is None
+            else pa.unify_schemas([schema, found], promote_options="permissive")
+        )
+    with replacing(path) as temporary:
+        if schema is None:
+            pq.write_table(pa.Table.from_pylist([]), temporary)
+            return
+        with pq.ParquetWriter(temporary, schema) as writer:
+            for batch in _batched(records()):
+                writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
+
+
+def _batched(records: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) == PARQUET_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def export(
     rows: Any,
     format: str = "jsonl",
@@ -155,7 +195,8 @@ def export(
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}{hint}")
     if format == "parquet" and path is None:
         raise ValueError("format='parquet' writes a file: give path=")
-    records = _records(_rows_of(rows), shape, conversational)
+    source = _rows_of(rows)
+    records = _records(source, shape, conversational)
     if format == "jsonl":
         if path is None:
             return list(records)
@@ -171,7 +212,7 @@ def export(
             raise ImportError(f"format='parquet' needs pyarrow: {_INSTALL}") from None
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(list(records)), target)
+        _write_parquet(lambda: _records(source, shape, conversational), target, pa, pq)
         return target
     try:
         import datasets
