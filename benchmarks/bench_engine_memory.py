@@ -15,8 +15,9 @@ situations instead, to show what a situation costs.
 
 A labelled line resumes the largest run after cutting its file three quarters of the way
 through, mid-line, as a kill leaves it: the resume's peak RSS growth, and a check that every
-rollout is on disk once. Another runs ``whileai report`` on that file: the peak RSS growth
-of reading a million rows back.
+rollout is on disk once. Others run ``whileai report``, ``whileai view`` and ``whileai grade``
+on that file, each in a process of its own: the peak RSS growth of reading a million rows back
+(and, for grade, writing them again).
 
 Before the table is printed, the smallest size's rows on disk are checked against the same
 run held in memory (``data.rows`` without ``output=``): the same rows, every one.
@@ -108,48 +109,65 @@ def child(situations: int, repeats: int, output: str, resume: bool = False) -> N
     )
 
 
-def child_report(path: str) -> None:
-    """``whileai report --json`` on ``path`` in this process; prints a JSON line with the
-    peak RSS growth it cost."""
+#: What reads the largest run's file back, each in a process of its own (information): the
+#: command line, with ``{rows}`` the rows file and ``{dir}`` a scratch folder for what it writes
+READERS = {
+    "whileai report": ["report", "{rows}", "--json"],
+    "whileai view": ["view", "{rows}", "--out", "{dir}/page.html", "--json"],
+    "whileai grade": [
+        "grade", "{rows}", "--judge", "ExactMatch", "--output", "{dir}/graded.jsonl", "--json"
+    ],
+}  # fmt: skip
+
+
+def child_reader(name: str, path: str) -> None:
+    """The reader ``name`` on ``path`` in this process; prints a JSON line with the peak RSS
+    growth it cost and the rows it said it read, if it says."""
     import contextlib
     import io
 
     from whileai.cli import main
 
-    # warm up on the file's first rows: the report's imports are a cost of the process
-    with tempfile.TemporaryDirectory() as warm, open(path, encoding="utf-8") as rows:
-        head = Path(warm) / "head.jsonl"
-        head.write_text("".join(next(rows) for _ in range(20)), encoding="utf-8")
+    def argv(rows: Path | str, folder: str) -> list[str]:
+        return [a.replace("{rows}", str(rows)).replace("{dir}", folder) for a in READERS[name]]
+
+    with tempfile.TemporaryDirectory() as warm, tempfile.TemporaryDirectory() as out:
+        # warm up on the file's first rows: the reader's imports are a cost of the process
+        with open(path, encoding="utf-8") as rows:
+            head = Path(warm) / "head.jsonl"
+            head.write_text("".join(next(rows) for _ in range(20)), encoding="utf-8")
         with contextlib.redirect_stdout(io.StringIO()):
-            main(["report", str(head), "--json"])
-    start = rss_now()
-    began = time.perf_counter()
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = main(["report", path, "--json"])
-    seconds = time.perf_counter() - began
-    assert code == 0, f"whileai report exited {code}"
+            main(argv(head, warm))
+        start = rss_now()
+        began = time.perf_counter()
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            code = main(argv(path, out))
+        seconds = time.perf_counter() - began
+    assert code == 0, f"{name} exited {code}"
     made = json.loads(printed.getvalue())
     print(
-        json.dumps({"start": start, "peak": rss_peak(), "seconds": seconds, "rows": made["rows"]})
+        json.dumps(
+            {"start": start, "peak": rss_peak(), "seconds": seconds, "rows": made.get("rows")}
+        )
     )
 
 
-def reported(run: dict[str, Any]) -> None:
-    """(information) ``whileai report`` on the largest run's file, in a process of its own:
-    the peak RSS growth of reading every row back for pass@k, faults and markers."""
+def read_back(run: dict[str, Any], name: str) -> None:
+    """(information) the reader ``name`` on the largest run's file, in a process of its own:
+    the peak RSS growth of reading every row back."""
     done = subprocess.run(
-        [sys.executable, __file__, "--report", run["path"]],
+        [sys.executable, __file__, "--reader", name, run["path"]],
         check=True,
         capture_output=True,
         text=True,
     )
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["rows"] == run["rollouts"], (got["rows"], run["rollouts"])
+    assert got["rows"] in (None, run["rollouts"]), (got["rows"], run["rollouts"])
     size = Path(run["path"]).stat().st_size / MIB
     growth = (got["peak"] - got["start"]) / MIB
     print(
-        f"  (information) whileai report on that file ({size:,.0f} MiB, {got['rows']:,} rows): "
+        f"  (information) {name} on that file ({size:,.0f} MiB, {run['rollouts']:,} rows): "
         f"{got['seconds']:.1f} s, peak RSS growth {growth:.1f} MiB"
     )
 
@@ -230,10 +248,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--child", nargs=3, metavar=("SITUATIONS", "REPEATS", "OUTPUT"))
     parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--report", metavar="ROWS", help=argparse.SUPPRESS)
+    parser.add_argument("--reader", nargs=2, metavar=("NAME", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.report:
-        child_report(args.report)
+    if args.reader:
+        child_reader(*args.reader)
         return
     if args.child:
         child(int(args.child[0]), int(args.child[1]), args.child[2], args.resume)
@@ -252,7 +270,8 @@ def main() -> None:
             f"size: {'met' if worst < TARGET_MIB else 'NOT met'})"
         )
         resumed(rows[-1])
-        reported(rows[-1])
+        for name in READERS:
+            read_back(rows[-1], name)
         per = table(
             "(information, not the target) repeats fixed at 4, situations growing:",
             [(situations, 4), (situations * 10, 4)],
