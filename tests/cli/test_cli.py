@@ -413,3 +413,55 @@ def test_a_broken_sidecar_is_named_with_what_to_do(
     code, _, err = cli(capsys, "report", str(rows))
     assert code != 0
     assert f"{side} is not a readable whileai run sidecar" in err and "remove it" in err
+
+
+def test_export_writes_a_rows_file_as_training_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import whileai as wai
+
+    run = tmp_path / "run.jsonl"
+    rows = [
+        {
+            "prompt": f"What is {t} + {t}?",
+            "final_text": str(2 * t + r % 2),
+            "task_id": f"t{t}",
+            "reward": float(r % 2 == 0),
+            "lineage": {"rollout_key": f"t{t}/{r}"},
+            "privileged": {"reference": str(2 * t)},
+        }
+        for r in range(4)
+        for t in range(3)
+    ]
+    run.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    groups = tmp_path / "groups.jsonl"
+    code, out, err = cli(capsys, "export", str(run), "--shape", "grpo", "--output", str(groups))
+    assert code == 0, err
+    assert out.strip() == f"3 grpo records (jsonl) in {groups}"
+    written = [json.loads(line) for line in groups.read_text().splitlines()]
+    assert written == wai.export(rows, shape="grpo")
+    assert written[0]["rewards"] == [1.0, 0.0, 1.0, 0.0]
+    assert '"reference"' not in groups.read_text()  # the answer key stays out
+
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    prompts = tmp_path / "prompts.parquet"
+    code, out, _ = cli(
+        capsys, "export", str(run), "--output", str(prompts), "--conversational", "--json"
+    )
+    assert code == 0
+    said = json.loads(out)
+    assert said == {"output": str(prompts), "records": 3, "shape": "trl", "format": "parquet"}
+    table = pq.read_table(prompts).to_pylist()
+    assert table[0] == {"prompt": [{"role": "user", "content": "What is 0 + 0?"}], "task_id": "t0"}
+
+    # said in one line: a missing file is misuse (2), a row that is not a row a failure (1)
+    code, _, err = cli(capsys, "export", str(tmp_path / "none.jsonl"), "--output", str(groups))
+    assert code == 2 and "none.jsonl" in err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"final_text": "x", "prompt": 3}) + "\n")
+    code, _, err = cli(capsys, "export", str(broken), "--output", str(groups))
+    assert code == 1 and err.count("\n") == 1 and "broken.jsonl, line 1" in err
+    assert len(groups.read_text().splitlines()) == 3  # left as it was

@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("select", "keep the groups whose pass rate lies in a band (training data)"),
         ("decontaminate", "drop the rows that share an n-gram with a benchmark"),
         ("rank", "rank each task's rows against each other (quality in [0, 1])"),
+        ("export", "a rows file as training data: TRL prompts, GRPO groups or rows"),
     ):
         command = sub.add_parser(name, help=text, formatter_class=formatter)
         getattr(rowtools, f"add_{name}_arguments")(command)

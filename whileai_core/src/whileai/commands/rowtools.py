@@ -1,4 +1,4 @@
-"""``whileai grade | select | decontaminate | rank``: a rows file in, a rows file out.
+"""``whileai grade | select | decontaminate | rank | export``: a rows file in, a file out.
 
 Each reads rows (a file simulate(), evaluate() or another command wrote), calls the library
 function of the same name, writes the rows it gives to ``--output`` (the same export rules as
@@ -58,6 +58,30 @@ def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
 def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
     _io(parser)
     parser.add_argument("--judge", default="pairwise", help="the ranking judge spec")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("rows", help="the rows file to read")
+    parser.add_argument(
+        "--output", required=True, help="the file to write (.parquet: Parquet, else JSONL)"
+    )
+    # wai.export's SHAPES and the containers a file can hold (named here: --help loads nothing)
+    parser.add_argument(
+        "--shape",
+        default="trl",
+        choices=("trl", "grpo", "rows"),
+        help="a record per task (prompt, task_id), per group of a task's rollouts, or per row",
+    )
+    parser.add_argument(
+        "--format",
+        default=None,
+        choices=("jsonl", "parquet"),
+        help="the container (default: parquet for a .parquet --output, else jsonl)",
+    )
+    parser.add_argument(
+        "--conversational", action="store_true", help="each prompt as a list of messages"
+    )
+    parser.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
 def _finish(
@@ -141,4 +165,36 @@ def rank_command(args: argparse.Namespace) -> int:
         print_json({"output": args.output, "report": report.to_dict()})
     else:
         print(report)
+    return OK
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from whileai.training import export
+
+    rows, _ = read_run(args.rows)
+    container = args.format or ("parquet" if Path(args.output).suffix == ".parquet" else "jsonl")
+    try:
+        # a record at a time into --output (training.export): a run of any length
+        written = export(
+            rows,
+            container,
+            shape=args.shape,
+            path=args.output,
+            conversational=args.conversational,
+        )
+    except (TypeError, ValueError, ImportError) as exc:
+        # (ImportError: Parquet without pyarrow, which the message says how to install)
+        raise UsageError(str(exc)) from None
+    if container == "parquet":
+        import pyarrow.parquet as pq
+
+        count = int(pq.read_metadata(args.output).num_rows)
+    else:
+        count = len(written)
+    if args.json:
+        print_json(
+            {"output": args.output, "records": count, "shape": args.shape, "format": container}
+        )
+    else:
+        print(f"{count} {args.shape} records ({container}) in {args.output}")
     return OK
