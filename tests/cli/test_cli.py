@@ -146,25 +146,10 @@ def test_the_report_of_a_long_run_reads_its_rows_a_row_at_a_time(
 ) -> None:
     import tracemalloc
 
+    from long_runs import long_run
+
     from whileai.commands.report import summary
     from whileai.schema.files import read_jsonl
-
-    def run_file(name: str, padding: int) -> Path:
-        path = tmp_path / f"{name}.jsonl"
-        with path.open("w") as f:
-            for i in range(2400):
-                s, r = divmod(i, 4)
-                row = {
-                    "prompt": f"q{s} " + "context " * padding,
-                    "final_text": "x" * padding,
-                    "reward": float(i % 3 == 0),
-                    "scenario_id": f"s{s}",
-                    "lineage": {"situation": s, "repeat": r, "rollout_key": f"s{s}/r{r}"},
-                    "faults": [{"kind": "timeout"}] if i % 5 == 0 else [],
-                    "markers": {"tool_errors": i % 2},
-                }
-                f.write(json.dumps(row) + "\n")
-        return path
 
     def report_peak(path: Path) -> tuple[dict[str, Any], int]:
         tracemalloc.start()
@@ -179,7 +164,7 @@ def test_the_report_of_a_long_run_reads_its_rows_a_row_at_a_time(
         assert made == json.loads(json.dumps(expected, default=str))
         return made, peak
 
-    short, long = run_file("short", 10), run_file("long", 600)
+    short, long = long_run(tmp_path / "short.jsonl", 10), long_run(tmp_path / "long.jsonl", 600)
     cli(capsys, "report", str(short))  # (the first report imports what it prints with)
     made, short_peak = report_peak(short)
     assert made["rows"] == 2400 and made["faults"] == {"timeout": 480}

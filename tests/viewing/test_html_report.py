@@ -223,26 +223,21 @@ def test_the_page_of_a_long_run_reads_its_rows_a_row_at_a_time(tmp_path: Path) -
     # a run of a million rollouts must make its page: the page may not hold the run's rows
     import tracemalloc
 
+    from long_runs import long_run
+
     def run_file(name: str, padding: int) -> Path:
-        path = tmp_path / f"{name}.jsonl"
-        with path.open("w") as f:
-            for i in range(2400):
-                s, r = divmod(i, 4)
-                row = {
-                    "prompt": f"q{s} " + "context " * padding,
-                    "final_text": "x" * padding,
-                    "reward": float(i % 3 == 0),
-                    "scenario_id": f"s{s}",
-                    "task_id": f"s{s}",
-                    "lineage": {"situation": s, "repeat": r, "rollout_key": f"s{s}/r{r}"},
-                    "arm": f"arm{i % 3}",
-                    "scenario_dimensions": {"tone": ["calm", "angry"][s % 2], "size": s % 3},
-                    "faults": [{"kind": "timeout"}] if i % 5 == 0 else [],
-                    "markers": {"tool_errors": i % 2, "turns": i % 4},
-                    "gold_reward": float(i % 4 == 0),
-                }
-                f.write(json.dumps(row) + "\n")
-        return path
+        # arms, dimensions and gold labels too: every section reads the rows
+        return long_run(
+            tmp_path / f"{name}.jsonl",
+            padding,
+            lambda s, i: {
+                "task_id": f"s{s}",
+                "arm": f"arm{i % 3}",
+                "scenario_dimensions": {"tone": ["calm", "angry"][s % 2], "size": s % 3},
+                "markers": {"tool_errors": i % 2, "turns": i % 4},
+                "gold_reward": float(i % 4 == 0),
+            },
+        )
 
     def page_peak(path: Path) -> tuple[str, int]:
         tracemalloc.start()
