@@ -15,9 +15,9 @@ situations instead, to show what a situation costs.
 
 A labelled line resumes the largest run after cutting its file three quarters of the way
 through, mid-line, as a kill leaves it: the resume's peak RSS growth, and a check that every
-rollout is on disk once. Others run ``whileai report``, ``whileai view`` and ``whileai grade``
-on that file, each in a process of its own: the peak RSS growth of reading a million rows back
-(and, for grade, writing them again).
+rollout is on disk once. Others run ``whileai report``, ``view``, ``grade`` and ``export``
+(GRPO groups) on that file, each in a process of its own: the peak RSS growth of reading a
+million rows back (and, for grade and export, writing what they make of them).
 
 Before the table is printed, the smallest size's rows on disk are checked against the same
 run held in memory (``data.rows`` without ``output=``): the same rows, every one.
@@ -116,6 +116,9 @@ READERS = {
     "whileai view": ["view", "{rows}", "--out", "{dir}/page.html", "--json"],
     "whileai grade": [
         "grade", "{rows}", "--judge", "ExactMatch", "--output", "{dir}/graded.jsonl", "--json"
+    ],
+    "whileai export": [
+        "export", "{rows}", "--shape", "grpo", "--output", "{dir}/groups.jsonl", "--json"
     ],
 }  # fmt: skip
 
