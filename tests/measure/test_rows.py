@@ -139,10 +139,10 @@ def test_the_table_of_a_long_run_costs_a_few_bytes_a_row() -> None:
 
     few, many = peak(2_000), peak(22_000)
     per_row = (many - few) / 20_000
-    # 8 bytes a row for its task, its reward and each marker's task and value, plus a
-    # quarter of a task key and numpy's passing copies: about 140 here. Lists would hold an
-    # int and a float object for each of those values: about 275
-    assert per_row < 200, per_row
+    # 8 bytes a row for its task and its reward, a quarter of a task key and of each marker's
+    # count and sum (kept per task), and numpy's passing copies: about 105 here. Each marker's
+    # task and value kept per row made it about 140; lists of them, about 275
+    assert per_row < 125, per_row
 
 
 def test_the_table_of_some_rows_is_the_table_those_rows_make_alone() -> None:
