@@ -180,3 +180,29 @@ def test_the_rollout_keys_met_answer_as_a_set_of_them_would() -> None:
         assert (asked in met) == (asked in expected), asked
     assert len(met) == len(expected) and set(met) == expected
     assert "x/r5" not in met and "shop-000-p0-ab12/r1" not in met and 3 not in met
+
+
+def test_a_file_opened_with_its_rows_checked_is_not_checked_again(tmp_path: Path) -> None:
+    # whileai grade opens its rows file checked; the grading reads it once more, not twice
+    from whileai.schema.source import RowSource
+
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps({"prompt": "p", "final_text": "x"}) + "\n")
+    checked, unchecked = open_row_file(path, check=True), open_row_file(path)
+    assert (checked.checked, unchecked.checked) == (True, False)
+    reads = []
+
+    class Counted(type(checked)):  # type: ignore[misc]
+        def __iter__(self) -> Any:
+            reads.append(1)
+            return super().__iter__()
+
+    for rows, walks in ((checked, 0), (unchecked, 1)):
+        rows.__class__ = Counted
+        reads.clear()
+        RowSource(rows, str(path)).check()
+        assert len(reads) == walks
+    # a file opened without the check still has its bad rows found
+    path.write_text(json.dumps({"prompt": 3, "final_text": "x"}) + "\n")
+    with pytest.raises(wai.RowError, match="prompt"):
+        RowSource(open_row_file(path), str(path)).check()

@@ -38,7 +38,7 @@ from typing import Any
 
 from whileai.registry import Registry, get_registry
 from whileai.schema.export import export_row
-from whileai.schema.files import replacing
+from whileai.schema.files import RowWriter, replacing
 from whileai.schema.stored import StoredRows
 
 SHAPES = ("trl", "grpo", "rows")
@@ -122,13 +122,10 @@ def _write_jsonl(records: Iterable[Mapping[str, Any]], path: Path) -> StoredRows
     """Write ``records`` one line each as they come, the file taking ``path``'s place once
     all are written (a failure part way leaves ``path`` as it was); the records read back."""
     offsets = array("q")
-    written = 0
-    with replacing(path) as temporary, open(temporary, "wb") as f:
+    with replacing(path) as temporary, RowWriter(temporary) as writer:
         for record in records:
-            line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
-            f.write(line)
-            offsets.append(written)
-            written += len(line)
+            line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+            offsets.append(writer.write_line(line.encode()))
     return StoredRows(path, offsets)
 
 
@@ -200,9 +197,7 @@ def export(
     if format == "jsonl":
         if path is None:
             return list(records)
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return _write_jsonl(records, target)
+        return _write_jsonl(records, Path(path))
     if format == "parquet":
         assert path is not None
         try:
@@ -211,7 +206,6 @@ def export(
         except ImportError:
             raise ImportError(f"format='parquet' needs pyarrow: {_INSTALL}") from None
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         _write_parquet(lambda: _records(source, shape, conversational), target, pa, pq)
         return target
     try:

@@ -456,7 +456,9 @@ def _row_texts(
 
 def _chunk_end(texts: Sequence[str], start: int) -> int:
     """Where the chunk from ``start`` ends: :data:`_CHUNK_TEXTS` texts or
-    :data:`_CHUNK_CHARS` characters, whichever comes first (one text at least)."""
+    :data:`_CHUNK_CHARS` characters, whichever comes first (one text at least). The rule
+    :func:`_chunks` applies to a stream, on a list: streaming a list through ``_chunks``
+    made bench_decontaminate 0.79 s against 0.70."""
     end, size = start, 0
     stop = min(len(texts), start + _CHUNK_TEXTS)
     while end < stop and (end == start or size + len(texts[end]) <= _CHUNK_CHARS):

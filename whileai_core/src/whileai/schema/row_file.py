@@ -33,13 +33,21 @@ class RowFile(StoredRows):
     on each access (see :class:`~whileai.schema.stored.StoredRows`)."""
 
     def __init__(
-        self, path: Path, offsets: array[int], lines: array[int], *, unprivileged: int
+        self,
+        path: Path,
+        offsets: array[int],
+        lines: array[int],
+        *,
+        unprivileged: int,
+        checked: bool = False,
     ) -> None:
         super().__init__(path, offsets)
         #: each row's line number in the file (1 for the first line)
         self.lines = lines
         #: how many rows carry no ``privileged`` block (a saved row never does)
         self.unprivileged = unprivileged
+        #: every row passed ``check_row`` as the file was opened (a reader need not again)
+        self.checked = checked
 
     def where(self, index: int) -> str:
         """``runs/a.jsonl, line 7`` for the row at ``index``."""
@@ -79,4 +87,4 @@ def open_row_file(
             # (from row_source: the warning points at the call that named the file)
             stacklevel=4,
         )
-    return RowFile(Path(path), offsets, lines, unprivileged=unprivileged)
+    return RowFile(Path(path), offsets, lines, unprivileged=unprivileged, checked=check)

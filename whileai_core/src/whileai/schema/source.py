@@ -29,7 +29,7 @@ import attrs
 
 from whileai.schema.files import read_sidecar, sidecar_path
 from whileai.schema.records import RowError, check_row
-from whileai.schema.row_file import DuplicateRowsWarning, open_row_file
+from whileai.schema.row_file import DuplicateRowsWarning, RowFile, open_row_file
 from whileai.schema.stored import StoredRows
 
 
@@ -63,7 +63,12 @@ class RowSource:
 
     def check(self, what: str = "rows") -> None:
         """Validate every row (``check_row``), holding none: an empty source is a ValueError
-        and a bad row a RowError naming its index, or its file and line."""
+        and a bad row a RowError naming its index, or its file and line. A rows file opened
+        with its rows checked (``whileai grade``'s) is not read again for it."""
+        # (only a RowFile this package opened says so: a flag on any other sequence is not
+        # evidence that its rows were checked)
+        if isinstance(self.rows, RowFile) and self.rows.checked and self.rows:
+            return
         for _ in self._checking(what):
             pass
 
