@@ -198,6 +198,39 @@ def test_a_judge_that_raises_on_one_row_leaves_an_error_there_and_grades_the_oth
     assert scored.pass_at.pass_at_1 == pytest.approx((1 / 2 + 1 / 2 + 1) / 3)
 
 
+@pytest.mark.parametrize("how", ["inline", "verifier", "into a file"])
+def test_a_judge_that_exits_fails_its_row_not_the_grading(how: str, tmp_path: Path) -> None:
+    # sys.exit(0) inside a judge ended the process with status 0 and nothing written: the last
+    # grading's file, passes and all, was left in place as if it were this one's
+    import sys
+
+    def quits(row: dict[str, Any]) -> float:
+        if row["final_text"] == "six":
+            sys.exit(0)
+        return float(row["final_text"] == row["privileged"]["reference"])
+
+    class Quits:
+        name = "Quits"
+        version = "1"
+
+        def verify(self, completion: str, reference: Any, prompt: str | None = None) -> float:
+            return quits({"final_text": completion, "privileged": {"reference": reference}})
+
+    out = tmp_path / "graded.jsonl"
+    out.write_text('{"prompt": "yesterday", "final_text": "six", "reward": 1.0}\n')
+    judge = Quits() if how == "verifier" else quits
+    scored = wai.grade(
+        sample_rows(),
+        judge,
+        registry=Registry.from_plugins(),
+        output=out if how == "into a file" else None,
+    )
+    assert [r["reward"] for r in scored.rows] == [1.0, 0.0, 1.0, 0.0, 1.0, None]
+    assert (scored.rows[5]["judge_status"], scored.rows[5]["reason"]) == ("error", "SystemExit: 0")
+    if how == "into a file":
+        assert [json.loads(line) for line in out.read_text().splitlines()] == list(scored.rows)
+
+
 def test_a_judge_returning_no_score_is_an_error_naming_the_row() -> None:
     with pytest.raises(RowError, match="row 2"):
         wai.grade(

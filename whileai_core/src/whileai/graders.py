@@ -24,6 +24,7 @@ from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
 from whileai.registry import Registry, UnknownPluginError
 from whileai.schema.records import RowError
 from whileai.scoring import (
+    JUDGE_FAILURES,
     Scorer,
     Verdict,
     Verifier,
@@ -64,7 +65,7 @@ class Grader:
                 raw = self.scorer.score(row)
             if inspect.isawaitable(raw):
                 raw = await raw
-        except Exception as exc:
+        except JUDGE_FAILURES as exc:
             return Verdict.error(f"{type(exc).__name__}: {exc}")
         return as_verdict(raw, what=f"judge {self.name}")
 

@@ -18,6 +18,12 @@ import attrs
 
 from whileai.schema.records import RowError
 
+#: What a judge may raise that fails its row rather than the grading: any exception, and
+#: SystemExit. A judge that calls ``sys.exit(0)`` would otherwise end the process with status
+#: 0 and nothing written, leaving the last grading's file in place as if it were this one's.
+#: (KeyboardInterrupt still stops the grading: that is the person at the keyboard.)
+JUDGE_FAILURES = (Exception, SystemExit)
+
 
 def _strings(values: Iterable[Any]) -> tuple[str, ...]:
     return tuple(str(v) for v in values)
@@ -79,7 +85,7 @@ def grade_batch(
     if scorer.score_many is not None and len(rows) > 1:
         try:
             verdicts = list(scorer.score_many(rows))
-        except Exception:
+        except JUDGE_FAILURES:
             verdicts = None
         if verdicts is not None and len(verdicts) != len(rows):
             verdicts = None
@@ -224,7 +230,7 @@ def grade_row(
     else:
         try:
             raw = scorer.score(row)
-        except Exception as exc:
+        except JUDGE_FAILURES as exc:
             verdict = Verdict.error(f"{type(exc).__name__}: {exc}")
         else:
             verdict = as_verdict(raw, what=f"{scorer.name} on {where}")
