@@ -247,6 +247,27 @@ def test_a_failed_comparison_is_counted_and_the_rows_rank_on_their_other_pairs(
     assert "first failure" in str(report) and "judge model unreachable" in str(report)
 
 
+def test_a_judge_that_exits_fails_its_comparison_not_the_ranking() -> None:
+    # sys.exit inside a pairwise judge (blocking, so run on a worker thread) ended wai.rank
+    # with nothing ranked; it is one failed comparison like any other exception
+    import sys
+
+    class Quits(LongerReply):
+        name = "quits"
+
+        def compare(self, row_a: Mapping[str, Any], row_b: Mapping[str, Any]) -> str:
+            if "boom" in row_a["final_text"] + row_b["final_text"]:
+                sys.exit(0)
+            return super().compare(row_a, row_b)
+
+    rows = [_row("t1", "short", 1.0), _row("t1", "longer one", 1.0), _row("t1", "boom", 1.0)]
+    report = wai.rank(rows, judge=Quits())
+    assert (report.comparisons, report.failed_comparisons) == (3, 2)
+    assert report.failures == ["A-first order failed: SystemExit: 0"]
+    assert [r["quality_meta"]["failed"] for r in report.rows] == [1, 1, 2]
+    assert report.rows[1]["quality"] > report.rows[0]["quality"]
+
+
 def test_a_judge_that_asks_both_orders_itself_is_asked_once_per_pair(registry: Registry) -> None:
     rows = [r for r in ROWS if r["task_id"] == "t1"]
     report = wai.rank(rows, judge="both", registry=registry)

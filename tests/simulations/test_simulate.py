@@ -191,6 +191,30 @@ def test_a_failing_backend_or_tool_becomes_a_row_with_its_error() -> None:
     assert all("on fire" in r["error"] for r in data.rows)
 
 
+def test_a_marker_that_fails_or_exits_is_a_warning_and_the_rows_keep_the_others() -> None:
+    # a marker is plugin code run on every row: one that raises, or calls sys.exit, loses its
+    # own value and says so; the run, its rows and the other markers go on
+    import sys
+
+    def exits(row: dict[str, Any]) -> int:
+        sys.exit(3)
+
+    def raises(row: dict[str, Any]) -> int:
+        raise KeyError("no such field")
+
+    class Markers:
+        @hookimpl
+        def whileai_register_markers(self, register: Any) -> None:
+            register("exits", lambda: exits)
+            register("raises", lambda: raises)
+
+    data = run(Markers(), unique=2, repeats=2)
+    assert len(data.rows) == 4
+    assert all(set(r["markers"]) == {"n_steps"} for r in data.rows)
+    assert "marker 'exits' failed: SystemExit: 3" in data.warnings
+    assert "marker 'raises' failed: KeyError: 'no such field'" in data.warnings
+
+
 def test_logprobs_and_truncation_are_recorded_per_turn_and_summed() -> None:
     data = run(unique=2, repeats=2, logprobs=True, sampling={"max_tokens": 3})
     row = data.rows[0]

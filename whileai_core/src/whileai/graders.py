@@ -168,7 +168,7 @@ class MarkerSet:
         for name, marker in self.markers.items():
             try:
                 value = marker(row)
-            except Exception as exc:
+            except JUDGE_FAILURES as exc:
                 problems.append(f"marker {name!r} failed: {type(exc).__name__}: {exc}")
                 continue
             if value is None:

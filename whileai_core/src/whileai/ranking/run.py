@@ -39,6 +39,7 @@ from whileai.schema.files import (
 from whileai.schema.records import RowError, check_row, task_key
 from whileai.schema.report import Report, fmt
 from whileai.schema.source import RowSource, row_source
+from whileai.scoring import JUDGE_FAILURES
 from whileai.sync import run_sync
 
 METHOD = (
@@ -259,7 +260,7 @@ async def _ask(ranker: Any, row_a: Mapping[str, Any], row_b: Mapping[str, Any]) 
             if inspect.isawaitable(raw):
                 raw = await raw
         return as_preference(raw, what)
-    except Exception as exc:
+    except JUDGE_FAILURES as exc:  # a judge's sys.exit fails its comparison, not the ranking
         return Preference.error(f"{type(exc).__name__}: {exc}")
 
 
