@@ -56,6 +56,26 @@ def test_a_rows_file_is_graded_into_a_file_as_the_rows_in_memory_are(tmp_path: P
     assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.lock"))
 
 
+def test_the_report_of_rows_graded_into_a_file_does_not_read_the_file_again(
+    tmp_path: Path,
+) -> None:
+    # the counts are taken as the rows are written, and the pass rates read once (for the
+    # sidecar): a report, or the repr asyncio.run formats of what it returns, read a
+    # million-row file once more each
+    source = rows_file(tmp_path / "answers.jsonl", 40, 1)
+    out = tmp_path / "graded.jsonl"
+    scored = wai.grade(source, says_a_number, output=out)
+    out.rename(tmp_path / "moved.jsonl")
+    report = scored.report()
+    assert (report.n_rows, report.n_graded, report.status_counts) == (40, 40, {"ok": 40})
+    assert report.pass_at.pass_at_1 == pytest.approx(
+        wai.grade(source, says_a_number).pass_at.pass_at_1
+    )
+    assert repr(scored) == "<ScoredData by says_a_number: 40 rows, 40 graded, 0 judge errors>"
+    with pytest.raises(FileNotFoundError, match="which is gone"):
+        list(scored.rows)  # the rows themselves are read from the file, as they always were
+
+
 def test_a_long_rows_file_is_graded_a_row_at_a_time(tmp_path: Path) -> None:
     def peak(padding: int) -> tuple[int, int]:
         source = rows_file(tmp_path / f"in-{padding}.jsonl", 2400, padding)

@@ -33,7 +33,7 @@ from whileai.graders import (
     graded_in_order,
     resolve_grader,
 )
-from whileai.judging.scored import ScoredData
+from whileai.judging.scored import GradeCounts, ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_line
@@ -154,6 +154,8 @@ class GradedTally:
     judge_model: Any = None
     #: (judge name, its old version, the new one) -> rows relabelled
     replaced: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
+    #: the report's counts of the rows as written (by :func:`grade_into`, which writes them)
+    written: GradeCounts = attrs.field(factory=GradeCounts)
 
     @classmethod
     def of(
@@ -246,8 +248,10 @@ def scored_from(
         repeat_policy=source.repeat_policy,
         agent=agent,
         repeats=repeats,
-        # rows graded into a file are read back as written: exported already
+        # rows graded into a file are read back as written: exported already, and counted
+        # as they were written
         rows=graded if isinstance(graded, StoredRows) else None,
+        counts=tally.written if isinstance(graded, StoredRows) else None,
     )
 
 
@@ -290,7 +294,9 @@ async def grade_into(
         async with aclosing(graded):
             async for given, row in graded:
                 tally.add(given, row)
-                offsets.append(writer.write_line(export_line(row)[1]))
+                exported, line = export_line(row)
+                tally.written.add(exported)
+                offsets.append(writer.write_line(line))
         writer.sync()
     return StoredRows(output, offsets), tally
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,46 @@ from whileai.schema.rowlist import RowList
 
 #: judge_status values that mean the judge said nothing about the row
 UNJUDGED = ("error", "skipped")
+
+
+@attrs.define
+class GradeCounts:
+    """What the report counts of graded rows: counted as each row is written when the rows
+    go to a file, so that a report, a sidecar or a ``repr`` does not read the file again
+    (``asyncio.run`` itself formats the repr of the result it returns)."""
+
+    rows: int = 0
+    graded: int = 0
+    failed: int = 0
+    errors: int = 0
+    #: whether any row holds the judge's reward (pass rates have something to read)
+    judged: bool = False
+    statuses: Counter[str] = attrs.field(factory=Counter)
+    #: rows per judge_meta.version
+    versions: Counter[str] = attrs.field(factory=Counter)
+
+    @classmethod
+    def of(cls, rows: Iterable[Mapping[str, Any]]) -> GradeCounts:
+        counts = cls()
+        for row in rows:
+            counts.add(row)
+        return counts
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Count ``row`` as it reads (exported, as written)."""
+        self.rows += 1
+        status = row.get("judge_status")
+        self.statuses[str(status)] += 1
+        meta = row.get("judge_meta")
+        if isinstance(meta, Mapping) and meta.get("version") is not None:
+            self.versions[str(meta["version"])] += 1
+        reward = row.get("reward")
+        self.graded += status == "ok" and reward is not None
+        self.judged = self.judged or (reward is not None and status not in UNJUDGED)
+        if row.get("error"):
+            self.failed += 1
+        elif status == "error":
+            self.errors += 1
 
 
 @attrs.define(kw_only=True, repr=False)
@@ -122,6 +162,7 @@ class ScoredData:
         agent: str | None = None,
         repeats: int | None = None,
         rows: Sequence[dict[str, Any]] | None = None,
+        counts: GradeCounts | None = None,
     ) -> None:
         self.trajectories = trajectories
         #: ``rows``: given when the trajectories are already exported (read back from the
@@ -137,6 +178,10 @@ class ScoredData:
         self.repeat_policy = repeat_policy
         self.agent = agent
         self.repeats = repeats
+        #: the rows' counts, kept when they were counted as written to a file (rows in a
+        #: list may be changed by their reader, so they are counted when asked)
+        self._counts = counts
+        self._pass_at: Any = None
 
     def __len__(self) -> int:
         return len(self.trajectories)
@@ -150,7 +195,7 @@ class ScoredData:
         return self.rows[index]
 
     def __repr__(self) -> str:
-        statuses = Counter(str(t.get("judge_status")) for t in self.trajectories)
+        statuses = self._counted().statuses
         return (
             f"<ScoredData by {self.metadata.get('judge')}: {len(self.trajectories)} rows, "
             f"{statuses.get('ok', 0)} graded, {statuses.get('error', 0)} judge errors"
@@ -162,12 +207,20 @@ class ScoredData:
         """Whether the judge's model also wrote (some of) the rows; ``warnings`` says so."""
         return bool(self.metadata.get("n_self_judged"))
 
+    def _counted(self) -> GradeCounts:
+        return self._counts if self._counts is not None else GradeCounts.of(self.trajectories)
+
     @property
     def pass_at(self) -> Any:
         """pass@1 with its interval, pass^k and pass@k over the graded rows."""
         from whileai.measure.pass_at import pass_at
 
-        return pass_at(self.rows, repeat_policy=self.repeat_policy)  # type: ignore[arg-type]
+        if self._counts is None:
+            return pass_at(self.rows, repeat_policy=self.repeat_policy)  # type: ignore[arg-type]
+        # rows in a file as graded: read once for it, however often it is asked
+        if self._pass_at is None:
+            self._pass_at = pass_at(self.rows, repeat_policy=self.repeat_policy)  # type: ignore[arg-type]
+        return self._pass_at
 
     def agreement(
         self, gold: Any = None, *, threshold: float = 0.5, field: str = "gold_reward"
@@ -181,22 +234,8 @@ class ScoredData:
 
     def report(self) -> GradeReport:
         """Judge name, model and version, counts by status, self_judged, warnings, pass rates."""
-        statuses: Counter[str] = Counter()
-        versions: Counter[str] = Counter()
-        rows = graded = failed = errors = 0
-        # one walk: the rows may be a file's, read back a row at a time
-        for t in self.trajectories:
-            rows += 1
-            status = t.get("judge_status")
-            statuses[str(status)] += 1
-            meta = t.get("judge_meta")
-            if isinstance(meta, Mapping) and meta.get("version") is not None:
-                versions[str(meta["version"])] += 1
-            graded += status == "ok" and t.get("reward") is not None
-            if t.get("error"):
-                failed += 1
-            elif status == "error":
-                errors += 1
+        counts = self._counted()
+        versions = counts.versions
         return GradeReport(
             source=self.source,
             judge=str(self.metadata.get("judge")),
@@ -204,28 +243,20 @@ class ScoredData:
             judge_version=next(iter(versions)) if len(versions) == 1 else None,
             versions=dict(versions),
             label_source=str(self.metadata.get("label_source")),
-            n_rows=rows,
-            n_graded=graded,
-            n_errors=errors,
-            n_failed_rollouts=failed,
-            status_counts=dict(statuses),
+            n_rows=counts.rows,
+            n_graded=counts.graded,
+            n_errors=counts.errors,
+            n_failed_rollouts=counts.failed,
+            status_counts=dict(counts.statuses),
             self_judged=self.self_judged,
             n_self_judged=int(self.metadata.get("n_self_judged") or 0),
-            pass_at=self._pass_at_or_none(),
+            pass_at=self.pass_at if counts.judged else None,
             warnings=list(self.warnings),
             agent=self.agent,
             repeats=self.repeats,
             notes=list(self.notes),
             cache=self.metadata.get("cache"),
         )
-
-    def _pass_at_or_none(self) -> Any:
-        if not any(
-            t.get("reward") is not None and t.get("judge_status") not in UNJUDGED
-            for t in self.trajectories
-        ):
-            return None
-        return self.pass_at
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write ``rows`` (JSONL) and the ``.meta.json`` sidecar; returns the rows' path."""
