@@ -175,6 +175,33 @@ def test_the_report_of_a_long_run_reads_its_rows_a_row_at_a_time(
     assert long_peak - short_peak < extra / 20, (short_peak, long_peak, extra)
 
 
+def test_the_report_reads_the_rows_once_and_says_what_each_measurement_says(
+    tmp_path: Path,
+) -> None:
+    # counted, not timed: a file's rows are parsed on every walk, and the report walked them
+    # once for its counts, once for pass_at and once for the markers
+    from long_runs import long_run
+
+    from whileai.commands.report import summary
+    from whileai.measure import marker_summary, pass_at
+    from whileai.schema.files import read_jsonl
+
+    rows = read_jsonl(long_run(tmp_path / "run.jsonl", 1)).rows
+    walks = 0
+
+    class Counted(list):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            nonlocal walks
+            walks += 1
+            return super().__iter__()
+
+    made, passes, markers = summary(Counted(rows), {})
+    assert walks == 1
+    assert made["pass_at"] == passes.to_dict() == pass_at(rows).to_dict()
+    assert made["markers"] == markers.to_dict() == marker_summary(rows).to_dict()
+    assert (made["rows"], made["errored"], made["faults"]) == (2400, 0, {"timeout": 480})
+
+
 def test_compare_pairs_two_runs_and_reads_a_noise_floor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

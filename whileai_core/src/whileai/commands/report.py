@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
@@ -21,24 +21,33 @@ def summary(
 ) -> tuple[dict[str, Any], Any, Any]:
     """pass@1, pass^k and pass@k with their intervals, the faults, the markers, whose failures,
     the warnings and where the run came from; with the pass@k and marker reports it was made
-    from (None without markers). Rows read from a file are parsed on each walk: the counts
-    take one walk, and each measurement one of its own."""
-    from whileai.measure import marker_summary, pass_at
+    from (None without markers). One walk over the rows (a file's are parsed on each walk):
+    the task table both measurements are made from, and the counts beside it."""
+    from whileai.measure._tasks import task_table
+    from whileai.measure.pass_at import pass_at_from_table
+    from whileai.measure.summaries import marker_summary_from_table
 
     faults: Counter[str] = Counter()
     owners: Counter[str] = Counter()
     errored = 0
     marked = False
-    for r in rows:
-        for f in r.get("faults") or []:
-            faults[str(f.get("kind"))] += 1
-        owner = r.get("failure_owner")
-        if isinstance(owner, dict):
-            owners[str(owner["owner"])] += 1
-        errored += bool(r.get("error"))
-        marked = marked or bool(r.get("markers"))
-    passes = pass_at(rows)
-    markers = marker_summary(rows) if marked else None
+
+    def counted() -> Iterator[Mapping[str, Any]]:
+        nonlocal errored, marked
+        for r in rows:
+            yield r
+            # counted once the table's pass has checked the row
+            for f in r.get("faults") or []:
+                faults[str(f.get("kind"))] += 1
+            owner = r.get("failure_owner")
+            if isinstance(owner, dict):
+                owners[str(owner["owner"])] += 1
+            errored += bool(r.get("error"))
+            marked = marked or bool(r.get("markers"))
+
+    table = task_table(counted())
+    passes = pass_at_from_table(table)
+    markers = marker_summary_from_table(table) if marked else None
     side_report = meta.get("report") or {}
     made = {
         "rows": len(rows),

@@ -171,7 +171,15 @@ def marker_summary(
     confidence: float = 0.95,
 ) -> MarkerSummaryReport:
     """Mean and interval over tasks of every marker (flags count as 0 / 1)."""
-    lines, n_rows, n_tasks, notes = _summarise(rows, markers, False, n_resamples, seed, confidence)
+    return marker_summary_from_table(task_table(rows_of(rows)), markers, confidence=confidence)
+
+
+def marker_summary_from_table(
+    table: TaskTable, markers: Sequence[str] | str | None = None, *, confidence: float = 0.95
+) -> MarkerSummaryReport:
+    """:func:`marker_summary` from the table of the rows, built once: a report that also
+    measures pass rates reads the run once."""
+    lines, n_rows, n_tasks, notes = summarise_table(table, markers, False, confidence)
     if not lines and markers is None:
         notes.append("no row carries markers")
     return MarkerSummaryReport(metrics=lines, n_rows=n_rows, n_tasks=n_tasks, notes=notes)
