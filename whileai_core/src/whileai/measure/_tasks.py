@@ -10,7 +10,7 @@ after that pass is numpy over tasks.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -303,18 +303,28 @@ def _clusters(situations: list[str | None]) -> IntArray | None:
     return np.asarray(out, dtype=np.int64)
 
 
-def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+class Provenance:
     """What produced the rows, as the sets of values seen: the deploy prompt's hash, the judge
     (an LLM judge's model; a verifier's or world's name and version), the writer and the user
-    model. Rows that do not say are left out of the sets."""
-    seen: dict[str, set[str]] = {
-        "system prompt (lineage.system_prompt_sha)": set(),
-        "judge (judge_meta.model, or judge_name and its version)": set(),
-        "writer model (writer_model)": set(),
-        "user model (user_model)": set(),
-    }
-    prompt, judge, writer, user = seen.values()
-    for row in rows:
+    model. Rows that do not say are left out of the sets. Gathered a row at a time, beside a
+    walk made for something else (a file's rows are parsed on every walk)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, set[str]] = {
+            "system prompt (lineage.system_prompt_sha)": set(),
+            "judge (judge_meta.model, or judge_name and its version)": set(),
+            "writer model (writer_model)": set(),
+            "user model (user_model)": set(),
+        }
+
+    def passing(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+        """``rows`` as they are, each read here once the walk has taken it (and checked it)."""
+        for row in rows:
+            yield row
+            self.add(row)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        prompt, judge, writer, user = self.seen.values()
         lineage = row.get("lineage")
         if isinstance(lineage, Mapping) and lineage.get("system_prompt_sha"):
             prompt.add(str(lineage["system_prompt_sha"]))
@@ -332,7 +342,6 @@ def provenance(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
             writer.add(str(row["writer_model"]))
         if row.get("user_model"):
             user.add(str(row["user_model"]))
-    return seen
 
 
 def name_some(names: Sequence[str], limit: int = 5, quote: Callable[[str], str] = repr) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._tasks import RowCounts, TaskTable, name_some, provenance, task_table
+from whileai.measure._tasks import Provenance, RowCounts, TaskTable, name_some, task_table
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
     difference_interval,
@@ -355,8 +355,7 @@ def _verdict(head: Delta, band: float | None) -> str:
     return "unclear"
 
 
-def _provenance_warnings(rows_a: Any, rows_b: Any) -> list[str]:
-    seen_a, seen_b = provenance(rows_a), provenance(rows_b)
+def _provenance_warnings(seen_a: dict[str, set[str]], seen_b: dict[str, set[str]]) -> list[str]:
     warnings = []
     for what, values_a in seen_a.items():
         values_b = seen_b[what]
@@ -386,9 +385,13 @@ def compare_runs(
     judge, writer or user model."""
     std, runs = _check_run_std(run_std, run_std_runs)
     rows_a, rows_b = rows_of(run_a, "run_a"), rows_of(run_b, "run_b")
-    report = _compare_rows(rows_a, rows_b, proxy, std, runs, n_resamples, seed)
+    # what produced each arm is read in the walk its task table makes: one walk an arm
+    seen_a, seen_b = Provenance(), Provenance()
+    report = _compare_rows(
+        seen_a.passing(rows_a), seen_b.passing(rows_b), proxy, std, runs, n_resamples, seed
+    )
     fields = {f.name: getattr(report, f.name) for f in attrs.fields(CompareReport)}
-    fields["warnings"] = _provenance_warnings(rows_a, rows_b)
+    fields["warnings"] = _provenance_warnings(seen_a.seen, seen_b.seen)
     return CompareRunsReport(**fields)
 
 
