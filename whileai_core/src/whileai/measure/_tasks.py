@@ -30,11 +30,30 @@ def hack_suspected(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
     """Per row: did its grader flag the verdict as a suspected reward hack
     (``judge_meta["hack_suspected"]``, which CodeExec sets with the reason)? A separate pass,
     so measurements that do not ask pay nothing for it."""
-    flags = []
-    for row in rows:
-        meta = row.get("judge_meta") if isinstance(row, Mapping) else None
-        flags.append(bool(meta.get("hack_suspected")) if isinstance(meta, Mapping) else False)
-    return flags
+    return [_flagged(row) for row in rows]
+
+
+def _flagged(row: Any) -> bool:
+    meta = row.get("judge_meta") if isinstance(row, Mapping) else None
+    return bool(meta.get("hack_suspected")) if isinstance(meta, Mapping) else False
+
+
+class HackFlags:
+    """:func:`hack_suspected` gathered a row at a time, beside a walk made for something
+    else (a file's rows are parsed on every walk); a byte a row."""
+
+    def __init__(self) -> None:
+        self.flags = array("b")
+
+    def passing(self, rows: Iterable[Any]) -> Iterator[Any]:
+        """``rows`` as they are, each read here once the walk has taken it (and checked it)."""
+        add = self.flags.append
+        for row in rows:
+            yield row
+            add(_flagged(row))
+
+    def as_array(self) -> npt.NDArray[np.bool_]:
+        return np.frombuffer(self.flags, dtype=np.int8).astype(np.bool_)
 
 
 @attrs.define(kw_only=True, repr=False)

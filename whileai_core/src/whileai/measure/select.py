@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._tasks import RowCounts, hack_suspected, task_table
+from whileai.measure._tasks import HackFlags, RowCounts, task_table
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
 
@@ -108,12 +108,14 @@ def select(
         )
     low, high = _check_band(band)
     source = rows_of(rows)
-    t = task_table(source, with_markers=False, with_cut=True)
+    # the flags are read in the table's walk: one walk of the rows
+    hacks_seen = HackFlags()
+    t = task_table(hacks_seen.passing(source), with_markers=False, with_cut=True)
     reward = t.row_reward
     cut = t.row_cut
     assert cut is not None
     task = t.row_task
-    flagged = np.array(hack_suspected(source), dtype=bool)
+    flagged = hacks_seen.as_array()
     dropped_hack = flagged if hacks == "drop" else np.zeros_like(flagged)
     binary = ~np.isnan(reward) & ((reward == 0.0) | (reward == 1.0)) & ~dropped_hack
     usable = binary & ~cut
