@@ -247,12 +247,79 @@ def test_parquet_is_written_a_batch_at_a_time_with_the_types_every_batch_agrees_
             top = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        # the table a single write of every record gives
-        assert pq.read_table(out).equals(pa.Table.from_pylist(wai.export(rows, shape="rows")))
-        assert pq.read_table(out).schema.field("logprob").type == pa.float64()
+        # the rows written, read back; logprob a column of numbers, the lineage JSON text
+        assert wai.load(out) == wai.export(rows, shape="rows")
+        schema = pq.read_schema(out)
+        assert schema.field("logprob").type == pa.float64()
+        assert schema.field("lineage").type == pa.string()
         return top, source.stat().st_size
 
     peak(1)
     (short, short_bytes), (long, long_bytes) = peak(10), peak(600)
     extra = long_bytes - short_bytes
     assert long - short < extra / 5, (short, long, extra)
+
+
+def shop_like_rows(n: int) -> list[dict[str, Any]]:
+    """Rows whose nested values hold keys of their own (a world state keyed by order ids, a
+    tool call's arguments), some keys on some rows only, and numbers of two kinds."""
+    rows = []
+    for i in range(n):
+        order = f"A{1000 + i}"
+        row: dict[str, Any] = {
+            "prompt": f"Where is order {order}?",
+            "final_text": "On its way." if i % 2 else "",
+            "task_id": f"t{i // 4}",
+            "reward": 1 if i % 3 == 0 else 0.5,
+            "seed": 2**40 + i,
+            "world_state": {"orders": {order: {"status": "shipped", "price": 9.5 + i}}},
+            "steps": [
+                {"role": "assistant", "tool_calls": [{"name": "lookup", "arguments": {order: i}}]}
+            ],
+            "markers": {"tool_errors": i % 2} if i % 5 else None,
+            # a field that is text on some rows and a list on others
+            "note": "plain" if i % 2 else ["a", {"b": i}],
+        }
+        if i % 3 == 0:
+            row["user_model"] = "customer:pleased"
+        rows.append(row)
+    return rows
+
+
+def test_rows_in_parquet_keep_a_column_per_field_and_read_back_as_written(
+    tmp_path: Path,
+) -> None:
+    # inferred by Arrow, world_state was a struct with a field per order id (20,000 shop rows
+    # took minutes and gigabytes to write) and every row read back with every id as None
+    pytest.importorskip("pyarrow")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = shop_like_rows(300)
+    out = wai.export(rows, "parquet", shape="rows", path=tmp_path / "rows.parquet")
+    schema = pq.read_schema(out)
+    assert schema.names == [*rows[0]]  # one column a field, in the order the rows hold them
+    assert [schema.field(n).type for n in ("prompt", "reward", "seed")] == [
+        pa.string(),
+        pa.float64(),  # ints and floats: numbers
+        pa.int64(),
+    ]
+    nested = ["world_state", "steps", "markers", "note"]
+    assert all(schema.field(n).type == pa.string() for n in nested)
+    back = wai.load(out)
+    # each row as written; a field a row lacks (user_model here) reads back as None
+    assert back == [{"user_model": None, **row} for row in rows]
+    assert back[1]["world_state"] == {"orders": {"A1001": {"status": "shipped", "price": 10.5}}}
+    # the JSON text is what the rows file holds, readable without whileai
+    table = pq.read_table(out).to_pylist()
+    assert json.loads(table[0]["note"]) == ["a", {"b": 0}] and table[1]["note"] == '"plain"'
+
+
+def test_rows_in_a_dataset_take_the_same_columns() -> None:
+    datasets = pytest.importorskip("datasets")
+    rows = shop_like_rows(8)
+    dataset = wai.export(rows, "datasets", shape="rows")
+    assert dataset.column_names == [*rows[0]]
+    assert dataset.features["world_state"] == datasets.Value("string")
+    assert json.loads(dataset[2]["world_state"]) == rows[2]["world_state"]
+    assert dataset[3]["seed"] == 2**40 + 3

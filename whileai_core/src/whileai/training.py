@@ -10,7 +10,11 @@ same export rules as every writer (nothing privileged leaves):
   "completions", "rewards", "logprobs", "policy_versions", "policy_version"}``, what an
   offline GRPO step reads (``policy_version`` is the group's when its completions share one,
   else None: a group sampled across policy versions is stale in part).
-- ``shape="rows"``: the rows as they are written to JSONL.
+- ``shape="rows"``: the rows as they are written to JSONL. In Parquet or a Dataset a column
+  keeps an Arrow type when its values are all of one scalar kind, and is JSON text otherwise
+  (a dict or list: a shop run's ``world_state`` is keyed by order ids, which as a struct is a
+  field per id); ``wai.load`` reads a Parquet file back to the rows written
+  (:mod:`whileai.schema.arrow_columns`).
 
 and in one of three containers: ``"jsonl"`` (records, written to ``path`` when given),
 ``"parquet"`` (``path`` required; pyarrow) and ``"datasets"`` (a Hugging Face
@@ -33,11 +37,13 @@ import json
 import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from whileai.registry import Registry, get_registry
-from whileai.schema.export import export_row
+from whileai.schema.arrow_columns import RowColumns
+from whileai.schema.export import export_line
 from whileai.schema.files import RowWriter, replacing
 from whileai.schema.stored import StoredRows
 
@@ -70,6 +76,12 @@ def _checked(rows: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
         yield row
 
 
+def _exported(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``export_row(row)``, by the export of a run's lines: a row with nothing to strip (a
+    rows file's, exported when written) is encoded and read back rather than walked."""
+    return export_line(row)[0]
+
+
 def _task(row: Mapping[str, Any]) -> str:
     return str(row.get("task_id") or row.get("scenario_id") or row["prompt"])
 
@@ -82,12 +94,12 @@ def _records(
     group's (``grpo`` reads the rows twice: where each task's rows stand, then each group)."""
     if shape == "rows":
         for row in _checked(rows):
-            yield export_row(row)
+            yield _exported(row)
         return
     if shape == "trl":
         seen: set[str] = set()
         for row in _checked(rows):
-            cleaned = export_row(row)
+            cleaned = _exported(row)
             task_id = _task(cleaned)
             if task_id not in seen:
                 seen.add(task_id)
@@ -95,12 +107,12 @@ def _records(
         return
     where: dict[str, array[int]] = {}
     for i, row in enumerate(_checked(rows)):
-        where.setdefault(_task(export_row(row)), array("q")).append(i)
+        where.setdefault(_task(_exported(row)), array("q")).append(i)
     at = getattr(rows, "at", None)
     for task_id, positions in where.items():
         # a file's rows are read a group at a time, in one open of the file
         members = at(positions) if callable(at) else [rows[i] for i in positions]
-        group = [export_row(r) for r in members]
+        group = [_exported(r) for r in members]
         versions = [r.get("policy_version") for r in group]
         yield {
             "task_id": task_id,
@@ -135,26 +147,40 @@ PARQUET_BATCH = 4096
 
 
 def _write_parquet(
-    records: Callable[[], Iterator[dict[str, Any]]], path: Path, pa: Any, pq: Any
+    records: Callable[[], Iterator[dict[str, Any]]], path: Path, pa: Any, pq: Any, shape: str
 ) -> None:
-    """Write the records ``records()`` makes to ``path`` a batch at a time. A column's type is
-    the one every batch's values agree on (a column of None in the first batch and numbers
-    later is a column of numbers), so the records are made twice: once to find the schema,
-    once to write them. The file replaces ``path`` once whole."""
+    """Write the records ``records()`` makes to ``path`` a batch at a time. The records are
+    made twice: once to find the schema, once to write them. Rows take the columns
+    :mod:`whileai.schema.arrow_columns` gives them (nested values as JSON text); any other
+    shape's column takes the type every batch's values agree on (a column of None in the first
+    batch and numbers later is a column of numbers). The file replaces ``path`` once whole."""
     schema = None
-    for batch in _batched(records()):
-        found = pa.RecordBatch.from_pylist(batch).schema
-        schema = (
-            found
-            if schema is None
-            else pa.unify_schemas([schema, found], promote_options="permissive")
-        )
+    encode: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    if shape == "rows":
+        columns = RowColumns()
+        for record in records():
+            columns.add(record)
+        schema = columns.schema(pa)
+        json_columns = columns.json_columns
+        encode = partial(columns.encoded, json_columns=json_columns)
+        if not len(schema):
+            schema = None
+    else:
+        for batch in _batched(records()):
+            found = pa.RecordBatch.from_pylist(batch).schema
+            schema = (
+                found
+                if schema is None
+                else pa.unify_schemas([schema, found], promote_options="permissive")
+            )
     with replacing(path) as temporary:
         if schema is None:
             pq.write_table(pa.Table.from_pylist([]), temporary)
             return
         with pq.ParquetWriter(temporary, schema) as writer:
-            for batch in _batched(records()):
+            # (each row encoded as it comes: a batch holds its JSON text, not its dicts)
+            made = records() if encode is None else map(encode, records())
+            for batch in _batched(made):
                 writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
 
 
@@ -206,13 +232,26 @@ def export(
         except ImportError:
             raise ImportError(f"format='parquet' needs pyarrow: {_INSTALL}") from None
         target = Path(path)
-        _write_parquet(lambda: _records(source, shape, conversational), target, pa, pq)
+        _write_parquet(lambda: _records(source, shape, conversational), target, pa, pq, shape)
         return target
     try:
         import datasets
+        import pyarrow
     except ImportError:
         raise ImportError(f"format='datasets' needs the datasets package: {_INSTALL}") from None
-    return datasets.Dataset.from_list(list(records))
+    if shape != "rows":
+        return datasets.Dataset.from_list(list(records))
+    # rows in Arrow's columns: nested values as JSON text, as in Parquet
+    held = list(records)
+    columns = RowColumns()
+    for record in held:
+        columns.add(record)
+    json_columns = columns.json_columns
+    schema = columns.schema(pyarrow)
+    return datasets.Dataset.from_list(
+        [columns.encoded(record, json_columns) for record in held],
+        features=datasets.Features.from_arrow_schema(schema),
+    )
 
 
 def _completion_text(completion: Any) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.importers import inspect_logs, lm_eval, tau_bench, verifiers_results
+from whileai.schema.arrow_columns import decoded
 from whileai.schema.files import read_jsonl
 
 FORMATS = ("inspect", "lm_eval", "tau_bench", "verifiers", "whileai")
@@ -63,7 +64,9 @@ def _ours(path: Path) -> list[dict[str, Any]]:
             raise ImportError(
                 "reading Parquet needs pyarrow: pip install 'whileai-core[training]'"
             ) from None
-        return [dict(r) for r in pq.read_table(path).to_pylist()]
+        table = pq.read_table(path)
+        # the columns wai.export wrote as JSON text read back to the values written
+        return decoded(table.to_pylist(), table.schema.metadata)
     return read_jsonl(path, what="rows").rows
 
 
