@@ -333,6 +333,33 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
 
 
+def test_decontaminate_reads_a_benchmarks_records_on_the_field_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped = Path(__file__).parents[2] / "recipes/02-measure/public-benchmark/gsm8k_test_200.jsonl"
+    question = json.loads(shipped.read_text().splitlines()[7])["question"]
+    run = tmp_path / "run.jsonl"
+    run.write_text(
+        "".join(
+            json.dumps({"prompt": p, "final_text": "42", "task_id": f"t{i}"}) + "\n"
+            for i, p in enumerate([question, "How many goats are in the field at noon today?"])
+        )
+    )
+    clean = tmp_path / "clean.jsonl"
+    argv = ["decontaminate", str(run), "--against", str(shipped), "--output", str(clean)]
+    # GSM8K's records hold their text in "question": the rows' field is not there
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1
+    assert "gsm8k_test_200.jsonl, line 1: no text in field 'prompt' (its fields: answer, " in err
+    assert "--against-field names the field" in err
+    code, out, _ = cli(capsys, *argv, "--against-field", "question", "--json")
+    assert code == 0
+    report = json.loads(out)["report"]
+    assert report["contaminated_indices"] == [0]
+    assert report["per_source"] == {"gsm8k_test_200.jsonl": 1}
+    assert [json.loads(x)["task_id"] for x in clean.read_text().splitlines()] == ["t1"]
+
+
 def test_rank_adds_quality_within_each_task_with_a_plugin_judge(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,12 +129,22 @@ def test_unicode_whitespace_and_case() -> None:
 
 def test_missing_field_names_the_row() -> None:
     rows = [{"prompt": SOURCE}, {"final_text": "x"}]
-    with pytest.raises(wai.RowError, match=r"row 1: missing field 'prompt'"):
+    with pytest.raises(
+        wai.RowError, match=r"row 1: no field 'prompt' \(its fields: 'final_text'\)$"
+    ):
         wai.decontaminate(rows, [SOURCE])
     with pytest.raises(wai.RowError, match=r"row 0: field 'prompt' must be a string"):
         wai.decontaminate([{"prompt": 3}], [SOURCE])
-    with pytest.raises(wai.RowError, match=r"against\['gsm8k'\]\[0\]: missing field 'prompt'"):
+    with pytest.raises(
+        wai.RowError,
+        match=r"against\['gsm8k'\]\[0\]: no field 'prompt' \(its fields: 'question'\); "
+        "against_fields names",
+    ):
         wai.decontaminate(rows_of([SOURCE]), {"gsm8k": [{"question": SOURCE}]})
+    with pytest.raises(wai.RowError, match=r"^against\[1\]: no field 'question'"):
+        wai.decontaminate(rows_of([SOURCE]), [{"question": "x"}, {}], against_fields="question")
+    with pytest.raises(ValueError, match="against_fields must name at least one row field"):
+        wai.decontaminate(rows_of([SOURCE]), [SOURCE], against_fields=())
 
 
 def test_empty_inputs() -> None:
@@ -237,6 +247,11 @@ def test_rows_from_wai_rows_against_the_shipped_gsm8k_questions() -> None:
     assert report.contaminated_indices == [0, 1, 3]
     assert [m.item for i in (0, 1, 3) for m in report.matches[i]] == [3, 10, 42]
     assert report.clean == [rows[2]]
+    # the benchmark's own records, read on the field they hold their text in
+    records = [json.loads(line) for line in shipped.read_text().splitlines() if line]
+    as_given = wai.decontaminate(rows, {"gsm8k": records}, against_fields="question")
+    assert as_given.contaminated_indices == [0, 1, 3]
+    assert [m.field for m in as_given.matches[3]] == ["prompt"]
 
 
 def test_a_run_file_keeps_its_clean_rows_on_disk(tmp_path: Any) -> None:

@@ -52,6 +52,13 @@ def add_decontaminate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--field", action="append", default=None, help="row fields to check (prompt)"
     )
+    parser.add_argument(
+        "--against-field",
+        action="append",
+        default=None,
+        help="the fields a .jsonl benchmark's records hold their text in (GSM8K's: question); "
+        "default: --field's",
+    )
     parser.add_argument("-n", type=int, default=13, help="n-gram length")
 
 
@@ -130,17 +137,36 @@ def select_command(args: argparse.Namespace) -> int:
     return _finish(args, report.rows, report, ("rows",))
 
 
-def _against(path: str) -> list[Any]:
+def _against(path: str, fields: Sequence[str]) -> dict[str, list[Any]]:
+    """The benchmark's items under the file's name (the source a match names): a text a line,
+    or a .jsonl file's records, each checked to hold text in ``fields``."""
     target = Path(path)
     if not target.is_file():
         raise UsageError(f"--against {path}: no such file")
-    if target.suffix == ".jsonl":
-        return [
-            json.loads(line)
-            for line in target.read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
-    return [line for line in target.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = target.read_text(encoding="utf-8").splitlines()
+    if target.suffix != ".jsonl":
+        return {target.name: [line for line in lines if line.strip()]}
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"--against {path}, line {number}: not JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise UsageError(
+                f"--against {path}, line {number}: a JSON {type(record).__name__}, not a record"
+            )
+        for field in fields:
+            if not isinstance(record.get(field), str):
+                held = ", ".join(sorted(map(str, record)))
+                raise UsageError(
+                    f"--against {path}, line {number}: no text in field {field!r} (its fields: "
+                    f"{held}); --against-field names the field the benchmark's text is in"
+                )
+        records.append(record)
+    return {target.name: records}
 
 
 def decontaminate_command(args: argparse.Namespace) -> int:
@@ -148,7 +174,14 @@ def decontaminate_command(args: argparse.Namespace) -> int:
 
     rows, _ = read_run(args.rows)
     fields = tuple(args.field) if args.field else ("prompt",)
-    report = decontaminate(rows, _against(args.against), fields=fields, n=args.n)
+    against_fields = tuple(args.against_field) if args.against_field else fields
+    report = decontaminate(
+        rows,
+        _against(args.against, against_fields),
+        fields=fields,
+        n=args.n,
+        against_fields=against_fields,
+    )
     # the contaminated rows are the input's rows at contaminated_indices (matches say why)
     return _finish(args, report.clean, report, ("clean", "contaminated"))
 

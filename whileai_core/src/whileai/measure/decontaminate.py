@@ -42,6 +42,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from whileai.measure._tasks import name_some
 from whileai.schema.records import RowError
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
@@ -405,14 +406,19 @@ class _HashSet:
         return maybe[hit], where[hit]
 
 
-def _item_texts(item: Any, fields: tuple[str, ...], where: str) -> list[str]:
+#: what an error about a benchmark's row adds: the knob that names its fields
+_AGAINST_HINT = "; against_fields names the fields a benchmark's rows hold their text in"
+
+
+def _item_texts(item: Any, fields: tuple[str, ...], where: str, hint: str = "") -> list[str]:
     if isinstance(item, str):
         return [item]
     if isinstance(item, Mapping):
         texts = []
         for field in fields:
             if field not in item:
-                raise RowError(f"{where}: missing field {field!r} (fields={fields!r})")
+                held = name_some(sorted(map(str, item)))
+                raise RowError(f"{where}: no field {field!r} (its fields: {held}){hint}")
             value = item[field]
             if not isinstance(value, str):
                 raise RowError(
@@ -519,10 +525,15 @@ def _sources(against: Any) -> dict[str, Sequence[Any]]:
     )
 
 
-def _check_settings(fields: Any, n: Any, min_n: Any) -> tuple[str, ...]:
+def _field_names(fields: Any, what: str) -> tuple[str, ...]:
     names: tuple[str, ...] = (fields,) if isinstance(fields, str) else tuple(fields)
     if not names or not all(isinstance(f, str) for f in names):
-        raise ValueError(f"fields must name at least one row field, got {fields!r}")
+        raise ValueError(f"{what} must name at least one row field, got {fields!r}")
+    return names
+
+
+def _check_settings(fields: Any, n: Any, min_n: Any) -> tuple[str, ...]:
+    names = _field_names(fields, "fields")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a whole number >= 1, got {n!r}")
     if isinstance(min_n, bool) or not isinstance(min_n, int) or not 1 <= min_n <= n:
@@ -536,16 +547,19 @@ def decontaminate(
     fields: Sequence[str] | str = ("prompt",),
     n: int = DEFAULT_N,
     min_n: int | None = None,
+    against_fields: Sequence[str] | str | None = None,
 ) -> DecontaminationReport:
     """Split ``rows`` (a list of rows, or a run carrying ``.rows``) into those that share an
     ``n``-gram with ``against`` and those that don't.
 
-    ``against``: a string, a list of strings or rows (rows are read on the same ``fields``), or
-    a mapping ``{source name: list of texts or rows}``. ``min_n`` (default 8, or ``n`` when
-    ``n`` is smaller) is the shortest text compared whole; see the module docstring.
+    ``against``: a string, a list of strings or rows, or a mapping ``{source name: list of
+    texts or rows}``; rows of ``against`` are read on ``against_fields`` (default: ``fields``;
+    GSM8K's rows hold their text in ``"question"``). ``min_n`` (default 8, or ``n`` when ``n``
+    is smaller) is the shortest text compared whole; see the module docstring.
     """
     min_n = min(DEFAULT_MIN_N, n) if min_n is None and isinstance(n, int) else min_n
     fields = _check_settings(fields, n, min_n)
+    read_on = fields if against_fields is None else _field_names(against_fields, "against_fields")
     rows = rows_of(rows)
     assert min_n is not None
 
@@ -554,7 +568,8 @@ def decontaminate(
     for name, items in _sources(against).items():
         source_items[name] = len(items)
         for i, item in enumerate(items):
-            index.add(name, i, _item_texts(item, fields, f"against[{name!r}][{i}]"))
+            where = f"against[{name!r}][{i}]" if name != _SINGLE_SOURCE else f"against[{i}]"
+            index.add(name, i, _item_texts(item, read_on, where, _AGAINST_HINT))
     if not index.texts:
         raise ValueError(
             "against holds no texts: give the benchmark's prompts, e.g. {'gsm8k': questions}"
