@@ -43,27 +43,37 @@ def test_the_prior_keeps_a_clean_sweep_finite_hand_computed() -> None:
     assert expected_win_rate(p) == pytest.approx([a * a / (a * a + 1), 1 / (a * a + 1)])
 
 
-def _penalised_mle(n: int, outcomes: list[tuple[int, int, float]], prior: float) -> np.ndarray:
+def _negative_log_likelihood(
+    theta: np.ndarray, outcomes: list[tuple[int, int, float]], prior: float
+) -> tuple[float, np.ndarray]:
+    """Minus the penalised log-likelihood in log p, and its gradient, written out directly."""
+    total, grad = 0.0, np.zeros(len(theta))
+    for i, j, s in outcomes:
+        log_norm = np.logaddexp(theta[i], theta[j])
+        total += s * (theta[i] - log_norm) + (1 - s) * (theta[j] - log_norm)
+        p_i = np.exp(theta[i] - log_norm)
+        grad[i] += s - p_i
+        grad[j] -= s - p_i
+    for i in range(len(theta)):  # each row's virtual tie with the reference (theta = 0)
+        log_norm = np.logaddexp(theta[i], 0.0)
+        total += prior * (0.5 * (theta[i] - log_norm) + 0.5 * (0.0 - log_norm))
+        grad[i] += prior * (0.5 - np.exp(theta[i] - log_norm))
+    return -total, -grad
+
+
+def _penalised_mle(
+    n: int, outcomes: list[tuple[int, int, float]], prior: float, gtol: float = 1e-8
+) -> np.ndarray:
     """The same estimate by direct numerical optimisation of the log-likelihood in log p."""
-
-    def negative_log_likelihood(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        total, grad = 0.0, np.zeros(n)
-        for i, j, s in outcomes:
-            log_norm = np.logaddexp(theta[i], theta[j])
-            total += s * (theta[i] - log_norm) + (1 - s) * (theta[j] - log_norm)
-            p_i = np.exp(theta[i] - log_norm)
-            grad[i] += s - p_i
-            grad[j] -= s - p_i
-        for i in range(n):  # each row's virtual tie with the reference (theta = 0)
-            log_norm = np.logaddexp(theta[i], 0.0)
-            total += prior * (0.5 * (theta[i] - log_norm) + 0.5 * (0.0 - log_norm))
-            grad[i] += prior * (0.5 - np.exp(theta[i] - log_norm))
-        return -total, -grad
-
     result = optimize.minimize(
-        negative_log_likelihood, np.zeros(n), jac=True, method="BFGS", options={"gtol": 1e-10}
+        _negative_log_likelihood,
+        np.zeros(n),
+        args=(outcomes, prior),
+        jac=True,
+        method="BFGS",
+        options={"gtol": 1e-10},
     )
-    assert np.max(np.abs(result.jac)) < 1e-8, result.message
+    assert np.max(np.abs(result.jac)) < gtol, result.message
     return np.exp(result.x)
 
 
@@ -81,6 +91,33 @@ def test_mm_reaches_the_maximum_likelihood_scipy_finds(seed: int) -> None:
     mm = fit(n, outcomes, prior_ties=1.0)
     reference = _penalised_mle(n, outcomes, 1.0)
     assert mm == pytest.approx(reference, rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("seed", "n", "games", "sweep"),
+    [(3, 2, 1, True), (4, 4, 6, True), (5, 10, 45, False), (6, 16, 40, False), (7, 30, 400, True)],
+)
+def test_the_fit_is_the_penalised_maximum_scipy_finds_for_any_group(
+    seed: int, n: int, games: int, sweep: bool
+) -> None:
+    # clean sweeps (row 0 wins every game it plays), subsampled groups, lopsided strengths:
+    # the fit is the one maximum, to within scipy's own tolerance
+    rng = random.Random(seed)
+    truth = [rng.uniform(0.05, 20) for _ in range(n)]
+    outcomes = []
+    for _ in range(games):
+        i, j = rng.sample(range(n), 2)
+        u, p_i = rng.random(), truth[i] / (truth[i] + truth[j])
+        outcomes.append((i, j, 1.0 if u < p_i * 0.8 else 0.5 if u < p_i * 0.8 + 0.2 else 0.0))
+    if sweep:
+        outcomes = [(i, j, 1.0 if i == 0 else 0.0 if j == 0 else s) for i, j, s in outcomes]
+    for prior in (1.0, 0.25):
+        fitted = fit(n, outcomes, prior_ties=prior)
+        # the maximum of a strictly concave function: where its gradient vanishes
+        gradient = _negative_log_likelihood(np.log(fitted), outcomes, prior)[1]
+        assert np.max(np.abs(gradient)) < 1e-9
+        # and where scipy's own search ends (to the precision it reaches at this size)
+        assert fitted == pytest.approx(_penalised_mle(n, outcomes, prior, gtol=1e-6), rel=1e-5)
 
 
 def test_on_a_round_robin_quality_orders_rows_like_their_win_rate() -> None:

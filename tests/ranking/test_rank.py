@@ -210,6 +210,42 @@ def test_output_writes_elsewhere_and_leaves_the_source_alone(
     assert json.loads(out.with_suffix(".meta.json").read_text())["metadata"] == {"run_id": "r1"}
 
 
+def test_a_long_rows_file_is_ranked_a_group_at_a_time(tmp_path: Path) -> None:
+    # ranked in a list, the rows and their ranked copies were all held (20,000 shop rows took
+    # 568 MB); a group's rows are read when its turn comes, and the ranked rows are written
+    # as they are made and read back from the file
+    import tracemalloc
+
+    class LongerAsync(LongerReply):
+        async def compare(  # type: ignore[override]
+            self, row_a: Mapping[str, Any], row_b: Mapping[str, Any]
+        ) -> str:
+            return super().compare(row_a, row_b)
+
+    def peak(padding: int) -> tuple[int, int]:
+        path = tmp_path / f"run-{padding}.jsonl"
+        rows = [
+            _row(f"t{i // 4}", f"reply {'x' * (i % 4)} " + "y" * padding, 1.0) for i in range(800)
+        ]
+        _write(path, rows)
+        out = tmp_path / f"ranked-{padding}.jsonl"
+        tracemalloc.start()
+        try:
+            report = wai.rank(path, judge=LongerAsync(), output=out)
+            top = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert (report.n_rows, report.n_ranked, report.comparisons) == (800, 800, 1200)
+        assert list(report.rows) == _read(out)
+        assert report.rows[3]["quality"] > report.rows[0]["quality"]
+        return top, path.stat().st_size + out.stat().st_size
+
+    peak(1)  # (the first ranking imports what it fits with)
+    (short, short_bytes), (long, long_bytes) = peak(10), peak(600)
+    extra = long_bytes - short_bytes
+    assert long - short < extra / 20, (short, long, extra)
+
+
 def test_a_judge_that_always_says_A_is_all_position_bias(registry: Registry) -> None:
     rows = [r for r in ROWS if r["task_id"] == "t1"]
     report = wai.rank(rows, judge="first-read", registry=registry)

@@ -1,4 +1,4 @@
-"""From pairwise preferences to a quality in [0, 1]: Bradley-Terry, fitted by MM.
+"""From pairwise preferences to a quality in [0, 1]: Bradley-Terry, fitted by Newton's method.
 
 Why Bradley-Terry and not the plain win rate: a group larger than ``max_pairs`` allows is
 compared on a random subset of its pairs, and there a row's win rate depends on whom it
@@ -8,16 +8,18 @@ happened to meet; Bradley-Terry puts every row on one scale from whatever pairs 
 The model: row ``i`` has strength ``p_i > 0`` and beats ``j`` with probability
 ``p_i / (p_i + p_j)``. A tie counts as half a win for each side (with both orders asked, a tie
 mostly means the judge could not tell the replies apart). The strengths are the maximum of the
-likelihood found by the minorise-maximise iteration of Hunter (2004, Ann. Statist. 32(1),
-eq. 3)::
+likelihood. A row that won every comparison has no finite maximum, so each row also plays
+``prior_ties`` virtual ties against a fixed reference of strength 1 (a small prior towards
+"average"): every strength stays finite, the scale is pinned (no normalisation step), and the
+penalised likelihood is strictly concave in ``log p``, so its maximum is unique and Newton's
+method in ``log p`` (with a halving step, which a concave function never needs for long)
+reaches it in a handful of steps. Without the prior the plain maximum likelihood is found by
+the minorise-maximise iteration of Hunter (2004, Ann. Statist. 32(1), eq. 3)::
 
     p_i <- W_i / sum_j n_ij / (p_i + p_j)
 
-with ``W_i`` the wins of ``i`` and ``n_ij`` the comparisons of ``i`` with ``j``. A row that
-won every comparison has no finite maximum, so each row also plays ``prior_ties`` virtual
-ties against a fixed reference of strength 1 (a small prior towards "average"): every
-strength stays finite, the scale is pinned (no normalisation step), and the penalised
-likelihood is strictly concave in ``log p``, so the fixed point is unique.
+with ``W_i`` the wins of ``i`` and ``n_ij`` the comparisons of ``i`` with ``j``. (MM took some
+270 iterations, 3.5 ms, for a group of four; a ranking fits a group per task.)
 
 The quality of row ``i`` is its expected win rate against the other ranked rows of its group
 under the fitted model, ``mean_j p_i / (p_i + p_j)``: a number in (0, 1), 0.5 for everyone
@@ -76,6 +78,8 @@ def fit(
                 "pass prior_ties > 0"
             )
     wins = wins + prior_ties / 2
+    if prior_ties > 0:
+        return _newton(wins, counts, prior_ties, tol, max_iter)
     p = np.ones(n_items)
     for _ in range(max_iter):
         denominator = (counts / (p[:, None] + p[None, :])).sum(axis=1) + prior_ties / (p + 1)
@@ -86,6 +90,42 @@ def fit(
         p = new
         if step < tol:
             return np.asarray(p)
+    raise RuntimeError(f"Bradley-Terry fit did not converge in {max_iter} iterations")
+
+
+def _newton(
+    wins: np.ndarray, counts: np.ndarray, prior_ties: float, tol: float, max_iter: int
+) -> np.ndarray:
+    """The penalised maximum likelihood in ``theta = log p`` by Newton's method: ``wins``
+    holds each row's half of its virtual ties."""
+    n = len(wins)
+    theta = np.zeros(n)
+
+    def value(t: np.ndarray) -> float:
+        pairs = (counts * np.logaddexp(t[:, None], t[None, :])).sum() / 2
+        return float(wins @ t - pairs - prior_ties * np.logaddexp(0.0, t).sum())
+
+    current = value(theta)
+    for _ in range(max_iter):
+        beats = 1 / (1 + np.exp(theta[None, :] - theta[:, None]))  # p_i / (p_i + p_j)
+        own = 1 / (1 + np.exp(-theta))  # p_i / (p_i + 1), against the reference
+        gradient = wins - (counts * beats).sum(axis=1) - prior_ties * own
+        curvature = counts * beats * beats.T
+        hessian = curvature - np.diag(curvature.sum(axis=1) + prior_ties * own * (1 - own))
+        step = np.linalg.solve(hessian, -gradient)
+        scale = 1.0
+        while True:
+            candidate = theta + scale * step
+            reached = value(candidate)
+            # a concave function rises along a Newton step from close enough; from afar
+            # the step is halved until it does (rounding aside)
+            if reached >= current - 1e-12 * (1 + abs(current)) or scale < 1e-6:
+                break
+            scale /= 2
+        moved = float(np.max(np.abs(candidate - theta)))
+        theta, current = candidate, reached
+        if moved < tol:
+            return np.asarray(np.exp(theta))
     raise RuntimeError(f"Bradley-Terry fit did not converge in {max_iter} iterations")
 
 
