@@ -80,7 +80,7 @@ def test_a_file_no_reader_knows_or_a_bad_score_is_named(tmp_path: Path) -> None:
         wai.load(tmp_path / "missing.json")
 
 
-def inspect_log(tmp_path: Path, name: str, outputs: list[str]) -> Path:
+def inspect_log(tmp_path: Path, name: str, outputs: list[str], log_samples: bool = True) -> Path:
     """A real Inspect AI eval: mockllm answers ``outputs`` in turn, match() scores them."""
     pytest.importorskip("inspect_ai")
     import tiktoken
@@ -104,7 +104,9 @@ def inspect_log(tmp_path: Path, name: str, outputs: list[str]) -> Path:
         custom_outputs=[ModelOutput.from_content("mockllm/model", o) for o in outputs],
     )
     task = Task(dataset=samples, solver=generate(), scorer=match(), name=name)
-    (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path / name), display="none")
+    (log,) = inspect_eval(
+        task, model=model, log_dir=str(tmp_path / name), display="none", log_samples=log_samples
+    )
     return Path(log.location)
 
 
@@ -123,6 +125,73 @@ def test_an_inspect_log_reads_through_inspects_own_reader_and_two_compare(
     delta = wai.compare(a, b)
     assert delta.n_paired == 4
     assert "reward" in str(delta)
+
+
+def test_an_inspect_log_without_its_samples_says_so(tmp_path: Path) -> None:
+    bare = inspect_log(tmp_path, "arith", ["0", "2", "4", "6"], log_samples=False)
+    with pytest.raises(ValueError, match="the log holds no samples"):
+        wai.load(bare)
+
+
+def test_a_long_log_imports_a_row_at_a_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # an RL run's vf-eval results: read whole and listed, the rows were all held before the
+    # first was written. Four times the rollouts of the same 100 tasks: the same peak
+    import tracemalloc
+
+    from whileai.cli import main
+
+    def results(n: int) -> Path:
+        run = tmp_path / f"run-{n}"
+        run.mkdir()
+        (run / "metadata.json").write_text(json.dumps({"env": "vf-long", "model": "m"}))
+        with (run / "results.jsonl").open("w") as f:
+            for i in range(n):
+                record = {
+                    "id": i % 100,
+                    "prompt": [{"role": "user", "content": f"task {i % 100} " + "c" * 200}],
+                    "completion": [{"role": "assistant", "content": f"{i} " + "x" * 400}],
+                    "task": "default",
+                    "answer": "5",
+                    "reward": float(i % 2),
+                }
+                f.write(json.dumps(record) + "\n")
+        return run / "results.jsonl"
+
+    def peak(n: int) -> tuple[int, int]:
+        log, out = results(n), tmp_path / f"rows-{n}.jsonl"
+        tracemalloc.start()
+        try:
+            code = main(["import", str(log), "--output", str(out), "--json"])
+            top = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert code == 0
+        said = json.loads(capsys.readouterr().out)
+        assert said == {"format": "verifiers", "rows": n, "tasks": 100, "output": str(out)}
+        assert wai.load(out)[-1]["final_text"] == f"{n - 1} " + "x" * 400
+        return top, log.stat().st_size + out.stat().st_size
+
+    peak(100)  # (the first import loads what it writes with)
+    (short, short_bytes), (long, long_bytes) = peak(1000), peak(4000)
+    extra = long_bytes - short_bytes
+    assert long - short < extra / 20, (short, long, extra)
+
+
+def test_a_bad_record_part_way_leaves_the_import_file_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from whileai.cli import main
+
+    log = tmp_path / "samples_arith_2026-11-30T10-00-00.000000.jsonl"
+    good = (SAMPLES / log.name).read_text().splitlines()
+    log.write_text("\n".join([*good, '{"doc_id": 9, "resps": [["a"]], "acc": 7}']) + "\n")
+    out = tmp_path / "rows.jsonl"
+    out.write_text("yesterday's rows\n")
+    assert main(["import", str(log), "--output", str(out)]) == 2
+    assert f"line {len(good) + 1} acc: score 7 is not a reward" in capsys.readouterr().err
+    assert out.read_text() == "yesterday's rows\n"
 
 
 def test_the_loading_page_runs(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from whileai.commands.common import OK, UsageError, print_json
 from whileai.schema.files import write_rows
@@ -24,22 +26,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def import_command(args: argparse.Namespace) -> int:
-    from whileai.importers import detect, load
+    from whileai.importers.load import detect, stream
 
     if not Path(args.log).is_file():
         raise UsageError(f"{args.log}: no such file")
+    tasks: Counter[str] = Counter()
+
+    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            tasks[str(row["task_id"])] += 1
+            yield row
+
     try:
         chosen = args.format or detect(args.log)
-        rows = load(args.log, format=chosen)
+        # a row at a time into --output, which takes its place once whole: a bad record part
+        # way leaves it as it was
+        write_rows(Path(args.output), counted(stream(args.log, format=chosen)))
     except (ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
-    write_rows(Path(args.output), rows)
-    tasks = Counter(str(r["task_id"]) for r in rows)
-    summary = {"format": chosen, "rows": len(rows), "tasks": len(tasks), "output": args.output}
+    n_rows = sum(tasks.values())
+    summary = {"format": chosen, "rows": n_rows, "tasks": len(tasks), "output": args.output}
     if args.json:
         print_json(summary)
     else:
         print(
-            f"{len(rows)} rows ({len(tasks)} tasks) read from {args.log} ({chosen}) into {args.output}"
+            f"{n_rows} rows ({len(tasks)} tasks) read from {args.log} ({chosen}) into {args.output}"
         )
     return OK

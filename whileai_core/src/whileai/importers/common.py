@@ -14,18 +14,20 @@ LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 
 
 def json_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each non-blank line of a JSON Lines file, with where it is (``file, line N``)."""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{where}: not JSON: {exc}") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: a record is a JSON object, got {type(record).__name__}")
-        yield where, record
+    """Each non-blank line of a JSON Lines file, with where it is (``file, line N``), read as
+    it is asked for (an RL run's log may not fit in memory)."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {number}"
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{where}: not JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: a record is a JSON object, got {type(record).__name__}")
+            yield where, record
 
 
 def reward_of(value: Any, where: str) -> float | None:

@@ -1,25 +1,27 @@
-"""Inspect AI eval logs, read with Inspect's own reader (``inspect_ai.log.read_eval_log``), so
-every log format and version Inspect reads is read here too."""
+"""Inspect AI eval logs, read with Inspect's own readers (``inspect_ai.log.read_eval_log`` for
+the header, ``read_eval_log_samples`` for the samples, one at a time), so every log format and
+version Inspect reads is read here too."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from whileai.importers.common import first, provenance, reward_of, row, text_of
 
 
-def read(path: Path, scorer: str | None = None) -> list[dict[str, Any]]:
+def read(path: Path, scorer: str | None = None) -> Iterator[dict[str, Any]]:
+    """The samples as rows, read one at a time by Inspect's own sample reader (the log's
+    header first: a log of any size is never read whole)."""
     try:
         import inspect_ai
-        from inspect_ai.log import read_eval_log
+        from inspect_ai.log import read_eval_log, read_eval_log_samples
     except ImportError:
         raise ImportError(
             f"{path}: reading an Inspect AI log needs the inspect_ai package: pip install inspect-ai"
         ) from None
-    log = read_eval_log(str(path))
-    if log.samples is None:
-        raise ValueError(f"{path}: the log holds no samples (written with samples excluded?)")
+    log = read_eval_log(str(path), header_only=True)
     task = str(log.eval.task)
     source = provenance(
         "inspect_ai",
@@ -30,8 +32,9 @@ def read(path: Path, scorer: str | None = None) -> list[dict[str, Any]]:
         run_id=getattr(log.eval, "run_id", None),
         status=getattr(log, "status", None),
     )
-    out = []
-    for sample in log.samples:
+    samples = 0
+    for sample in read_eval_log_samples(str(path), all_samples_required=False):
+        samples += 1
         where = f"{path}: sample {sample.id} epoch {sample.epoch}"
         scores = sample.scores or {}
         name = scorer or (next(iter(scores)) if scores else None)
@@ -42,7 +45,7 @@ def read(path: Path, scorer: str | None = None) -> list[dict[str, Any]]:
             raise ValueError(f"{where}: score {name!r} is a dict of values; pick one with scorer=")
         prompt = sample.input if isinstance(sample.input, str) else first(sample.input, "user")
         target = sample.target
-        out.append(
+        yield (
             row(
                 prompt=text_of(prompt),
                 final_text=sample.output.completion if sample.output else "",
@@ -56,4 +59,5 @@ def read(path: Path, scorer: str | None = None) -> list[dict[str, Any]]:
                 judge=f"inspect_ai:{name}" if name else None,
             )
         )
-    return out
+    if not samples:
+        raise ValueError(f"{path}: the log holds no samples (written with samples excluded?)")

@@ -5,6 +5,7 @@ as lm-eval 0.4 writes them: ``doc_id``, ``doc``, ``target``, ``arguments``, ``re
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,10 @@ def _response(record: dict[str, Any]) -> str:
     return ""
 
 
-def read(path: Path, metric: str | None = None) -> list[dict[str, Any]]:
+def read(path: Path, metric: str | None = None) -> Iterator[dict[str, Any]]:
+    """The samples as rows, read a line at a time."""
     named = _NAME.search(path.name)
     task = named.group("task") if named else path.stem
-    out = []
     for where, record in json_lines(path):
         metrics = record.get("metrics") or [
             k for k in ("exact_match", "acc", "acc_norm", "pass@1") if k in record
@@ -49,7 +50,7 @@ def read(path: Path, metric: str | None = None) -> list[dict[str, Any]]:
             raise ValueError(
                 f"{where}: no metric value to score by (metrics: {metrics}); name one with metric="
             )
-        out.append(
+        yield (
             row(
                 prompt=_prompt(record.get("arguments")),
                 final_text=_response(record),
@@ -64,4 +65,3 @@ def read(path: Path, metric: str | None = None) -> list[dict[str, Any]]:
                 judge=f"lm_eval:{chosen}",
             )
         )
-    return out

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from whileai.importers import inspect_logs, lm_eval, tau_bench, verifiers_results
 from whileai.schema.arrow_columns import decoded
-from whileai.schema.files import read_jsonl
+from whileai.schema.files import iter_jsonl
 
 FORMATS = ("inspect", "lm_eval", "tau_bench", "verifiers", "whileai")
 
@@ -56,7 +56,7 @@ def detect(path: str | Path) -> str:
     )
 
 
-def _ours(path: Path) -> list[dict[str, Any]]:
+def _ours(path: Path) -> Iterator[dict[str, Any]]:
     if path.suffix == ".parquet":
         try:
             import pyarrow.parquet as pq
@@ -64,13 +64,17 @@ def _ours(path: Path) -> list[dict[str, Any]]:
             raise ImportError(
                 "reading Parquet needs pyarrow: pip install 'whileai-core[training]'"
             ) from None
-        table = pq.read_table(path)
-        # the columns wai.export wrote as JSON text read back to the values written
-        return decoded(table.to_pylist(), table.schema.metadata)
-    return read_jsonl(path, what="rows").rows
+        parquet = pq.ParquetFile(path)
+        metadata = parquet.schema_arrow.metadata
+        for batch in parquet.iter_batches():
+            # the columns wai.export wrote as JSON text read back to the values written
+            yield from decoded(batch.to_pylist(), metadata)
+        return
+    for row, _, _ in iter_jsonl(path, what="rows"):
+        yield row
 
 
-READERS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
+READERS: dict[str, Callable[[Path], Iterable[dict[str, Any]]]] = {
     "inspect": inspect_logs.read,
     "lm_eval": lm_eval.read,
     "tau_bench": tau_bench.read,
@@ -81,10 +85,17 @@ READERS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
 
 def load(path: str | Path, format: str | None = None) -> list[dict[str, Any]]:
     """The rows of ``path``: another tool's per-sample output, or our own rows."""
+    return list(stream(path, format))
+
+
+def stream(path: str | Path, format: str | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`load`'s rows one at a time, as they are read (``whileai import`` writes them so:
+    a log of any length imports in the memory of one row). The file is found, and its format
+    named or detected, before the first row is asked for."""
     target = Path(path)
     if not target.is_file():
         raise FileNotFoundError(f"wai.load: no such file {str(target)!r}")
     chosen = format or detect(target)
     if chosen not in READERS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {chosen!r}")
-    return READERS[chosen](target)
+    return iter(READERS[chosen](target))
