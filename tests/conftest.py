@@ -3,7 +3,9 @@
 ``inline_registry`` is a registry built from a plugin defined in the test module itself,
 registered through the real hooks: the same path a third-party package takes, minus the
 entry point. ``installed_dist`` writes a real ``*.dist-info`` with entry points onto
-``sys.path``, so entry-point loading is exercised without installing anything.
+``sys.path``, so entry-point loading is exercised without installing anything. ``walked``
+makes a list of rows that counts how often it is walked: a file's rows are parsed on every
+walk, so a measurement's walks are counted, not timed.
 """
 
 from __future__ import annotations
@@ -63,6 +65,23 @@ class InlinePlugin:
     @hookimpl
     def whileai_register_executors(self, register: Register) -> None:
         register("inline", lambda **options: "inline-executor")
+
+
+class WalkedRows(list):  # type: ignore[type-arg]
+    """Rows that count the walks made over them (``walks``)."""
+
+    def __init__(self, rows: Any) -> None:
+        super().__init__(rows)
+        self.walks = 0
+
+    def __iter__(self) -> Any:
+        self.walks += 1
+        return super().__iter__()
+
+
+@pytest.fixture
+def walked() -> type[WalkedRows]:
+    return WalkedRows
 
 
 @pytest.fixture

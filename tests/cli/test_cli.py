@@ -176,7 +176,7 @@ def test_the_report_of_a_long_run_reads_its_rows_a_row_at_a_time(
 
 
 def test_the_report_reads_the_rows_once_and_says_what_each_measurement_says(
-    tmp_path: Path,
+    tmp_path: Path, walked: Any
 ) -> None:
     # counted, not timed: a file's rows are parsed on every walk, and the report walked them
     # once for its counts, once for pass_at and once for the markers
@@ -187,16 +187,9 @@ def test_the_report_reads_the_rows_once_and_says_what_each_measurement_says(
     from whileai.schema.files import read_jsonl
 
     rows = read_jsonl(long_run(tmp_path / "run.jsonl", 1)).rows
-    walks = 0
-
-    class Counted(list):  # type: ignore[type-arg]
-        def __iter__(self) -> Any:
-            nonlocal walks
-            walks += 1
-            return super().__iter__()
-
-    made, passes, markers = summary(Counted(rows), {})
-    assert walks == 1
+    counted = walked(rows)
+    made, passes, markers = summary(counted, {})
+    assert counted.walks == 1
     assert made["pass_at"] == passes.to_dict() == pass_at(rows).to_dict()
     assert made["markers"] == markers.to_dict() == marker_summary(rows).to_dict()
     assert (made["rows"], made["errored"], made["faults"]) == (2400, 0, {"timeout": 480})

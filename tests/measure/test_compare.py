@@ -198,27 +198,16 @@ def test_compare_runs_warns_when_a_verifier_or_world_grades_by_another_version()
     assert wai.compare_runs(graded(BASE, "2"), graded(TUNED, "2")).warnings == []
 
 
-def test_compare_runs_reads_each_arm_once() -> None:
+def test_compare_runs_reads_each_arm_once(walked: Any) -> None:
     # counted, not timed: a run's rows from its file are parsed on every walk, and what
     # produced each arm was read in a second walk after the one its task table made
-    walks = {"a": 0, "b": 0}
-
-    class Counted(list):  # type: ignore[type-arg]
-        def __init__(self, name: str, rows: list[dict[str, Any]]) -> None:
-            super().__init__(rows)
-            self.name = name
-
-        def __iter__(self) -> Any:
-            walks[self.name] += 1
-            return super().__iter__()
-
-    a = arm(BASE, judge_name="world:shop", judge_meta={"version": "1"})
-    b = arm(TUNED, judge_name="world:shop", judge_meta={"version": "2"})
-    report = wai.compare_runs(Counted("a", a), Counted("b", b))
+    a = walked(arm(BASE, judge_name="world:shop", judge_meta={"version": "1"}))
+    b = walked(arm(TUNED, judge_name="world:shop", judge_meta={"version": "2"}))
+    report = wai.compare_runs(a, b)
     # a list in memory is walked once for rollouts given twice (a file's reader does that as
     # it opens the file), and once for the task table and what produced the arm
-    assert walks == {"a": 2, "b": 2}
-    assert report.delta == pytest.approx(wai.compare(a, b).delta)
+    assert (a.walks, b.walks) == (2, 2)
+    assert report.delta == pytest.approx(wai.compare(list(a), list(b)).delta)
     assert len(report.warnings) == 1 and "'world:shop version 2'" in report.warnings[0]
 
 

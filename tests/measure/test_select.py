@@ -178,22 +178,14 @@ def test_rows_flagged_as_reward_hacks_stay_as_failures_unless_dropped() -> None:
         wai.select(rows, hacks="ignore")
 
 
-def test_select_reads_the_hack_flags_in_the_walk_that_groups_the_rows() -> None:
+def test_select_reads_the_hack_flags_in_the_walk_that_groups_the_rows(walked: Any) -> None:
     # counted, not timed: a run file's rows are parsed on every walk, and the flags took a
     # walk of their own
-    walks = 0
-
-    class Counted(list):  # type: ignore[type-arg]
-        def __iter__(self) -> Any:
-            nonlocal walks
-            walks += 1
-            return super().__iter__()
-
-    rows = [flagged("t", 1), flagged("t", 0, "SystemExit(0) in the tests"), flagged("t", 0)]
-    dropped = wai.select(Counted(rows), band=(0.2, 0.8), hacks="drop")
+    rows = walked([flagged("t", 1), flagged("t", 0, "SystemExit(0) in the tests"), flagged("t", 0)])
+    dropped = wai.select(rows, band=(0.2, 0.8), hacks="drop")
     # (a list in memory is also walked once for rollouts given twice: a file's reader does
     # that as it opens the file)
-    assert walks == 2
+    assert rows.walks == 2
     assert dropped.dropped_rows["hack suspected"] == 1
     assert [r["reward"] for r in dropped.rows] == [1, 0]
 
