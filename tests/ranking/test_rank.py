@@ -246,6 +246,34 @@ def test_a_long_rows_file_is_ranked_a_group_at_a_time(tmp_path: Path) -> None:
     assert long - short < extra / 20, (short, long, extra)
 
 
+@pytest.mark.parametrize("concurrency", [None, 3])
+def test_pairs_from_many_groups_are_judged_concurrency_at_a_time(concurrency: int | None) -> None:
+    # counted, not timed: a model judge's calls overlap up to concurrency (default 8) across
+    # groups, though a ranking reads its groups a few at a time
+    import asyncio
+
+    class Slow(LongerReply):
+        def __init__(self) -> None:
+            super().__init__()
+            self.running = self.most = 0
+
+        async def compare(  # type: ignore[override]
+            self, row_a: Mapping[str, Any], row_b: Mapping[str, Any]
+        ) -> str:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            await asyncio.sleep(0.001)
+            self.running -= 1
+            return super().compare(row_a, row_b)
+
+    rows = [_row(f"t{i // 3}", "x" * (i % 3 + 1), 1.0) for i in range(60)]
+    judge = Slow()
+    report = wai.rank(rows, judge=judge, concurrency=concurrency)
+    assert report.comparisons == 60 and judge.calls == 120
+    assert judge.most == (concurrency or 8)
+    assert all(r["quality_meta"]["wins"] == i % 3 for i, r in enumerate(report.rows))
+
+
 def test_a_judge_that_always_says_A_is_all_position_bias(registry: Registry) -> None:
     rows = [r for r in ROWS if r["task_id"] == "t1"]
     report = wai.rank(rows, judge="first-read", registry=registry)
