@@ -9,6 +9,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,18 +150,23 @@ def test_a_corrupt_entry_is_a_miss_and_a_broken_file_runs_uncached(tmp_path: Pat
 
 
 WRITER = """
-import asyncio, sys
+import sys, time
 from whileai.backends import Completion
 from whileai.response_cache import ResponseCache
+start = float(sys.argv[3])
+while time.time() < start:  # the three open the new cache at one instant
+    time.sleep(0.001)
 cache = ResponseCache(sys.argv[1])
 for i in range(300):
     cache.put(f"{sys.argv[2]}-{i}", Completion(f"{sys.argv[2]} {i}", "m", {}))
+assert cache.broken is None, cache.broken
 """
 
 
 def test_processes_sharing_one_directory_lose_and_tear_nothing(tmp_path: Path) -> None:
+    start = time.time() + 1.0  # (after the three interpreters have started)
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), name])
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), name, str(start)])
         for name in ("a", "b", "c")
     ]
     for writer in writers:
@@ -174,6 +180,36 @@ def test_processes_sharing_one_directory_lose_and_tear_nothing(tmp_path: Path) -
     with sqlite3.connect(tmp_path / CACHE_FILE) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (900,)
+
+
+def test_connections_opening_a_new_cache_at_one_instant_all_use_it(tmp_path: Path) -> None:
+    # Several workers opening one new cache together all switch it to WAL; SQLite answered
+    # some of them "database is locked" at once, and each such worker ran uncached (its
+    # answers lost to the others). Forty rounds of four connections meeting at a barrier.
+    import threading
+
+    for round_ in range(40):
+        directory = tmp_path / str(round_)
+        caches = [ResponseCache(directory) for _ in range(4)]
+        barrier = threading.Barrier(len(caches))
+
+        def work(cache: ResponseCache, name: int, barrier: threading.Barrier) -> None:
+            barrier.wait()
+            for i in range(20):
+                cache.put(f"{name}-{i}", Completion(f"{name} {i}", "m", {}))
+
+        threads = [
+            threading.Thread(target=work, args=(cache, name, barrier))
+            for name, cache in enumerate(caches)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [c.broken for c in caches] == [None] * 4, round_
+        reader = ResponseCache(directory)
+        assert all(reader.get(f"{n}-{i}") is not None for n in range(4) for i in range(20))
+        reader.close()
 
 
 def test_caching_names_what_it_takes() -> None:

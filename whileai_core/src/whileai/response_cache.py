@@ -38,6 +38,17 @@ CACHE_ENV = "WHILEAI_CACHE"
 
 #: The file a cache directory holds.
 CACHE_FILE = "responses.sqlite3"
+#: how long a process waits for the cache file another holds (seconds)
+_PATIENCE = 30.0
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite said "busy" or "locked" (another connection holds the file)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
 
 #: The version of the key and entry format: a change makes every old entry a miss.
 FORMAT = 1
@@ -78,20 +89,40 @@ class ResponseCache:
         held: sqlite3.Connection | None = getattr(self._local, "db", None)
         if held is not None:
             return held
+        deadline = time.monotonic() + _PATIENCE
+        while True:
+            try:
+                db = self._open()
+                break
+            except sqlite3.OperationalError as exc:
+                # processes that open a new cache at one instant all switch it to WAL: SQLite
+                # answers some of them "database is locked" at once, without waiting (it
+                # would deadlock otherwise). That is a wait, not a broken cache.
+                if _busy(exc) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                self.broken = f"{self.path}: {exc}"
+                return None
+            except (sqlite3.DatabaseError, OSError) as exc:
+                # not a database, or not writable: the run goes on uncached and says why
+                self.broken = f"{self.path}: {exc}"
+                return None
+        self._local.db = db
+        return db
+
+    def _open(self) -> sqlite3.Connection:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=_PATIENCE, isolation_level=None)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS responses "
                 "(key TEXT PRIMARY KEY, entry TEXT NOT NULL, created REAL NOT NULL)"
             )
-        except (sqlite3.DatabaseError, OSError) as exc:
-            # not a database, or not writable: the run goes on uncached and says why
-            self.broken = f"{self.path}: {exc}"
-            return None
-        self._local.db = db
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def get(self, key: str) -> Completion | None:
