@@ -75,8 +75,12 @@ class Outcomes:
         self.version_of = array("q", bytes(8 * n))
         self.versions: list[str] = []
         self._version_index: dict[str, int] = {}
-        #: the first failure of a row whose every comparison failed
-        self.first_failure: dict[int, str] = {}
+        #: each row's first failed comparison, as index + 1 into ``reasons`` (0: none), and
+        #: the distinct reasons: a judge whose model is down fails every row alike, and a
+        #: reason a row would cost a million rows a hundred bytes each
+        self.first_failure = array("q", bytes(8 * n))
+        self.reasons: list[str] = []
+        self._reason_index: dict[str, int] = {}
         #: rows ranked per group
         self.group_size: dict[str, int] = {}
         self.comparisons = 0
@@ -128,7 +132,8 @@ class Outcomes:
                 reason = str(verdict.reason)
                 for row in (a, b):
                     counts[4 * row + 3] += 1
-                    self.first_failure.setdefault(row, reason)
+                    if not self.first_failure[row]:
+                        self.first_failure[row] = self._reason_number(reason)
                 kept = failures.setdefault(key, [])
                 if reason not in kept and len(kept) < MAX_FAILURES_KEPT:
                     kept.append(reason)
@@ -147,8 +152,6 @@ class Outcomes:
         for row in members:
             if not self._compared(row) and counts[4 * row + 3]:
                 self.state[row] = _FAILED
-            else:
-                self.first_failure.pop(row, None)
         if len(compared) < 2:
             return
         local = {i: n for n, i in enumerate(compared)}
@@ -167,6 +170,13 @@ class Outcomes:
     def _compared(self, row: int) -> bool:
         c = self.counts
         return bool(c[4 * row] or c[4 * row + 1] or c[4 * row + 2])
+
+    def _reason_number(self, reason: str) -> int:
+        index = self._reason_index.get(reason)
+        if index is None:
+            self.reasons.append(reason)
+            index = self._reason_index[reason] = len(self.reasons)
+        return index
 
     def _version(self, version: str) -> int:
         index = self._version_index.get(version)
@@ -199,14 +209,16 @@ class Outcomes:
             )
             copy["quality"] = self.quality[index]
         else:
-            meta.update(status="skipped", skipped=_SKIPS[state], reason=self._reason(row, index))
+            meta.update(
+                status="skipped", skipped=_SKIPS[state], reason=self._skip_reason(row, index)
+            )
             if wins + ties + losses + failed:
                 meta["failed"] = failed
             copy["quality"] = None
         copy["quality_meta"] = meta
         return copy
 
-    def _reason(self, row: Mapping[str, Any], index: int) -> str:
+    def _skip_reason(self, row: Mapping[str, Any], index: int) -> str:
         state = self.state[index]
         if state == _ERROR:
             return f"the rollout failed: {str(row['error'])[:200]}"
@@ -215,7 +227,8 @@ class Outcomes:
         if state == _ALONE:
             return "the only rankable row of its group: nothing to compare it with"
         failed = self.counts[4 * index + 3]
-        return f"all {failed} comparisons failed; first: {self.first_failure[index]}"
+        first = self.reasons[self.first_failure[index] - 1]
+        return f"all {failed} comparisons failed; first: {first}"
 
 
 async def judge_groups(
