@@ -157,9 +157,7 @@ def _write_parquet(
     schema = None
     encode: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     if shape == "rows":
-        columns = RowColumns()
-        for record in records():
-            columns.add(record)
+        columns = RowColumns.of(records())
         schema = columns.schema(pa)
         json_columns = columns.json_columns
         encode = partial(columns.encoded, json_columns=json_columns)
@@ -243,9 +241,7 @@ def export(
         return datasets.Dataset.from_list(list(records))
     # rows in Arrow's columns: nested values as JSON text, as in Parquet
     held = list(records)
-    columns = RowColumns()
-    for record in held:
-        columns.add(record)
+    columns = RowColumns.of(held)
     json_columns = columns.json_columns
     schema = columns.schema(pyarrow)
     return datasets.Dataset.from_list(

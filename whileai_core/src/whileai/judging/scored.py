@@ -215,12 +215,13 @@ class ScoredData:
         """pass@1 with its interval, pass^k and pass@k over the graded rows."""
         from whileai.measure.pass_at import pass_at
 
-        if self._counts is None:
-            return pass_at(self.rows, repeat_policy=self.repeat_policy)  # type: ignore[arg-type]
-        # rows in a file as graded: read once for it, however often it is asked
-        if self._pass_at is None:
-            self._pass_at = pass_at(self.rows, repeat_policy=self.repeat_policy)  # type: ignore[arg-type]
-        return self._pass_at
+        if self._pass_at is not None:
+            return self._pass_at
+        measured = pass_at(self.rows, repeat_policy=self.repeat_policy)  # type: ignore[arg-type]
+        if self._counts is not None:
+            # rows in a file as graded: read once for it, however often it is asked
+            self._pass_at = measured
+        return measured
 
     def agreement(
         self, gold: Any = None, *, threshold: float = 0.5, field: str = "gold_reward"

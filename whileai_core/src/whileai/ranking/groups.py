@@ -59,6 +59,25 @@ class Groups:
         return len(self.state)
 
 
+class _Numbered:
+    """Distinct texts, numbered from 1 as they first come (0 stands for none): what many rows
+    share is held once and a row keeps its number."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[str, int] = {}
+        self._texts: list[str] = []
+
+    def number(self, text: str) -> int:
+        found = self._numbers.get(text)
+        if found is None:
+            self._texts.append(text)
+            found = self._numbers[text] = len(self._texts)
+        return found
+
+    def __getitem__(self, number: int) -> str:
+        return self._texts[number - 1]
+
+
 class Outcomes:
     """What the judging said of each row, and of the ranking as a whole."""
 
@@ -71,16 +90,14 @@ class Outcomes:
         self.strength = array("d", bytes(8 * n))
         #: wins, ties, losses and failed comparisons, four a row
         self.counts = array("q", bytes(8 * 4 * n))
-        #: index + 1 into ``versions`` of the version the row's verdicts carried (0: none)
+        #: the number in ``versions`` of the version the row's verdicts carried (0: none)
         self.version_of = array("q", bytes(8 * n))
-        self.versions: list[str] = []
-        self._version_index: dict[str, int] = {}
-        #: each row's first failed comparison, as index + 1 into ``reasons`` (0: none), and
-        #: the distinct reasons: a judge whose model is down fails every row alike, and a
-        #: reason a row would cost a million rows a hundred bytes each
+        self.versions = _Numbered()
+        #: the number in ``reasons`` of each row's first failed comparison (0: none): a judge
+        #: whose model is down fails every row alike, and a reason a row would cost a million
+        #: rows a hundred bytes each
         self.first_failure = array("q", bytes(8 * n))
-        self.reasons: list[str] = []
-        self._reason_index: dict[str, int] = {}
+        self.reasons = _Numbered()
         #: rows ranked per group
         self.group_size: dict[str, int] = {}
         self.comparisons = 0
@@ -133,7 +150,7 @@ class Outcomes:
                 for row in (a, b):
                     counts[4 * row + 3] += 1
                     if not self.first_failure[row]:
-                        self.first_failure[row] = self._reason_number(reason)
+                        self.first_failure[row] = self.reasons.number(reason)
                 kept = failures.setdefault(key, [])
                 if reason not in kept and len(kept) < MAX_FAILURES_KEPT:
                     kept.append(reason)
@@ -146,7 +163,7 @@ class Outcomes:
             version = verdict.meta.get("version")
             for row, own in ((a, score), (b, 1 - score)):
                 if version and not self.version_of[row]:
-                    self.version_of[row] = self._version(str(version))
+                    self.version_of[row] = self.versions.number(str(version))
                 counts[4 * row + (0 if own == 1 else 2 if own == 0 else 1)] += 1
         compared = [i for i, row in enumerate(members) if self._compared(row)]
         for row in members:
@@ -171,20 +188,6 @@ class Outcomes:
         c = self.counts
         return bool(c[4 * row] or c[4 * row + 1] or c[4 * row + 2])
 
-    def _reason_number(self, reason: str) -> int:
-        index = self._reason_index.get(reason)
-        if index is None:
-            self.reasons.append(reason)
-            index = self._reason_index[reason] = len(self.reasons)
-        return index
-
-    def _version(self, version: str) -> int:
-        index = self._version_index.get(version)
-        if index is None:
-            self.versions.append(version)
-            index = self._version_index[version] = len(self.versions)
-        return index
-
     def ranked(self, row: Mapping[str, Any], index: int, key: str) -> dict[str, Any]:
         """A copy of ``row`` (the row at ``index``, of group ``key``) with ``quality`` and
         ``quality_meta`` added."""
@@ -192,7 +195,7 @@ class Outcomes:
         meta: dict[str, Any] = dict(self.provenance)
         version = self.version_of[index]
         if version:
-            meta["version"] = self.versions[version - 1]  # a rubric read from the row
+            meta["version"] = self.versions[version]  # a rubric read from the row
         wins, ties, losses, failed = self.counts[4 * index : 4 * index + 4]
         state = self.state[index]
         if state == _RANKED:
@@ -227,7 +230,7 @@ class Outcomes:
         if state == _ALONE:
             return "the only rankable row of its group: nothing to compare it with"
         failed = self.counts[4 * index + 3]
-        first = self.reasons[self.first_failure[index] - 1]
+        first = self.reasons[self.first_failure[index]]
         return f"all {failed} comparisons failed; first: {first}"
 
 

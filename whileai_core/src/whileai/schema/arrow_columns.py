@@ -45,6 +45,13 @@ class RowColumns:
     def __init__(self) -> None:
         self._kinds: dict[str, set[str]] = {}
 
+    @classmethod
+    def of(cls, records: Iterable[Mapping[str, Any]]) -> RowColumns:
+        columns = cls()
+        for record in records:
+            columns.add(record)
+        return columns
+
     def add(self, record: Mapping[str, Any]) -> None:
         kinds = self._kinds
         for name, value in record.items():
