@@ -66,7 +66,9 @@ def simulate(situations: int, repeats: int, output: str | None, resume: bool = F
         @hookimpl
         def whileai_register_backends(self, register: Any) -> None:
             register("support", lambda argument=None, **_: ScriptedSupportAgent())
-            register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))
+            register(
+            "customer", lambda argument=None, **_: PleasedUser("customer:pleased", record=False)
+        )
 
     return wai.simulate(
         registry=Registry.load(plugins=[ShopDoubles()]),

@@ -162,7 +162,7 @@ def rewards(data: Any) -> list[float]:
 
 class ShopDoubles:
     """The shop run's agent and user: a scripted agent that does the job right and a user
-    pleased by any answer."""
+    pleased by any answer, keeping no copy of what it was sent (as no real backend does)."""
 
     @hookimpl
     def whileai_register_backends(self, register: Any) -> None:
@@ -170,7 +170,9 @@ class ShopDoubles:
         from whileai_worlds.testing import ScriptedSupportAgent
 
         register("support", lambda argument=None, **_: ScriptedSupportAgent())
-        register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))
+        register(
+            "customer", lambda argument=None, **_: PleasedUser("customer:pleased", record=False)
+        )
 
 
 def shop_registry() -> Registry:

@@ -32,6 +32,32 @@ def test_a_scripted_backend_answers_from_its_script_and_keeps_what_it_was_sent()
     assert backend.closed == 1
 
 
+def test_a_double_told_not_to_record_keeps_nothing_of_a_long_run() -> None:
+    user = PleasedUser("customer:pleased", record=False)
+    registry = wai.Registry.from_plugins(
+        BackendsPlugin(
+            agent=lambda argument=None, **_: ScriptedBackend(
+                "agent:polite", lambda messages, tools: "Your order is shipped.", record=False
+            ),
+            user=lambda argument=None, **_: user,
+        ),
+        TinyWorldPlugin(),
+    )
+    data = wai.simulate(
+        agent_model="agent",
+        user_model="user",
+        simulator="template",
+        unique=50,
+        repeats=4,
+        max_turns=2,
+        advanced={"world": "tiny"},
+        registry=registry,
+    )
+    # every rollout still met the user, who still answered: only the copies are gone
+    assert [r["stop_reason"] for r in data.rows] == ["satisfied"] * 200
+    assert user.calls == [] and user.tools == [] and user.sampling == []
+
+
 def test_the_doubles_register_through_the_backend_hook_and_serve_a_whole_run() -> None:
     agent = ScriptedBackend("agent:polite", lambda messages, tools: say("Your order is shipped."))
     user = PleasedUser()

@@ -48,11 +48,14 @@ def call_tool(
 
 class ScriptedBackend:
     """A backend whose every answer is ``script(messages, tools)`` (sync or async, text or a
-    Completion). It keeps what it was sent, so a test can read what the engine asked."""
+    Completion). It keeps what it was sent, so a test can read what the engine asked; with
+    ``record=False`` it keeps nothing, for long runs (a benchmark, a pipeline's smoke run of
+    100,000 rollouts), where a copy of every call's messages would grow without bound."""
 
-    def __init__(self, name: str, script: Script) -> None:
+    def __init__(self, name: str, script: Script, *, record: bool = True) -> None:
         self.name = name
         self.script = script
+        self.record = record
         #: the messages of every call, in order, as sent
         self.calls: list[list[dict[str, Any]]] = []
         #: the tools offered on every call (None when none were)
@@ -70,9 +73,10 @@ class ScriptedBackend:
         logprobs: bool = False,
         response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
-        self.calls.append([dict(m) for m in messages])
-        self.tools.append([dict(t) for t in tools] if tools is not None else None)
-        self.sampling.append(Sampling.coerce(sampling))
+        if self.record:
+            self.calls.append([dict(m) for m in messages])
+            self.tools.append([dict(t) for t in tools] if tools is not None else None)
+            self.sampling.append(Sampling.coerce(sampling))
         reply = self.script(messages, tools)
         if inspect.isawaitable(reply):
             reply = await reply
@@ -85,8 +89,8 @@ class ScriptedBackend:
 class PleasedUser(ScriptedBackend):
     """A simulated user satisfied by whatever the agent said first."""
 
-    def __init__(self, name: str = "user:pleased") -> None:
-        super().__init__(name, lambda messages, tools: "Thanks! [DONE]")
+    def __init__(self, name: str = "user:pleased", *, record: bool = True) -> None:
+        super().__init__(name, lambda messages, tools: "Thanks! [DONE]", record=record)
 
 
 class BackendsPlugin:
