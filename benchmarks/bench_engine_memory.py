@@ -67,8 +67,8 @@ def simulate(situations: int, repeats: int, output: str | None, resume: bool = F
         def whileai_register_backends(self, register: Any) -> None:
             register("support", lambda argument=None, **_: ScriptedSupportAgent())
             register(
-            "customer", lambda argument=None, **_: PleasedUser("customer:pleased", record=False)
-        )
+                "customer", lambda argument=None, **_: PleasedUser("customer:pleased", record=False)
+            )
 
     return wai.simulate(
         registry=Registry.load(plugins=[ShopDoubles()]),
