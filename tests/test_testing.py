@@ -43,16 +43,7 @@ def test_a_double_told_not_to_record_keeps_nothing_of_a_long_run() -> None:
         ),
         TinyWorldPlugin(),
     )
-    data = wai.simulate(
-        agent_model="agent",
-        user_model="user",
-        simulator="template",
-        unique=50,
-        repeats=4,
-        max_turns=2,
-        advanced={"world": "tiny"},
-        registry=registry,
-    )
+    data = two_turn_run(registry, unique=50, repeats=4)
     # every rollout still met the user, who still answered: only the copies are gone
     assert [r["stop_reason"] for r in data.rows] == ["satisfied"] * 200
     assert user.calls == [] and user.tools == [] and user.sampling == []
@@ -71,20 +62,26 @@ def test_the_doubles_register_through_the_backend_hook_and_serve_a_whole_run() -
         ("backend", "agent", "test double"),
         ("backend", "user", "test double"),
     ]
-    data = wai.simulate(
-        agent_model="agent",
-        user_model="user",
-        simulator="template",
-        unique=2,
-        repeats=1,
-        max_turns=2,
-        advanced={"world": "tiny"},
-        registry=registry,
-    )
+    data = two_turn_run(registry, unique=2, repeats=1)
     assert [r["final_text"] for r in data.rows] == ["Your order is shipped."] * 2
     assert [r["stop_reason"] for r in data.rows] == ["satisfied"] * 2
     assert len(agent.calls) == 2 and len(user.calls) == 2
     assert user.calls[0][-1] == {"role": "user", "content": "Your order is shipped."}
+
+
+def two_turn_run(registry: wai.Registry, unique: int, repeats: int) -> Any:
+    """A run in the tiny world, the doubles registered as ``agent`` and ``user``: the agent
+    answers, the user replies."""
+    return wai.simulate(
+        agent_model="agent",
+        user_model="user",
+        simulator="template",
+        unique=unique,
+        repeats=repeats,
+        max_turns=2,
+        advanced={"world": "tiny"},
+        registry=registry,
+    )
 
 
 class TinyEpisode:
