@@ -10,9 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import whileai as wai
 from whileai.scoring import Verdict
+from whileai.training import _exported, _task, _task_of
 
 
 class Exact:
@@ -323,3 +326,72 @@ def test_rows_in_a_dataset_take_the_same_columns() -> None:
     assert dataset.features["world_state"] == datasets.Value("string")
     assert json.loads(dataset[2]["world_state"]) == rows[2]["world_state"]
     assert dataset[3]["seed"] == 2**40 + 3
+
+
+#: what a row's ids and prompt may hold: plain text, reserved names in any spelling and
+#: encoding (as a key in JSON text, in a repr, cut short), a privileged block, other kinds
+_ID_VALUES = st.one_of(
+    st.none(),
+    st.just(""),
+    st.integers(0, 99),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "shop-001-p0",
+            json.dumps({"reference": "42", "id": "t1"}),
+            json.dumps({"id": json.dumps({"Hidden-State": 1})}),
+            "{'rubric': 'x', 'id': 1}",
+            '{"privileged": {"reference": "5"',
+            "reference=5",
+            "the reference answer",
+        ]
+    ),
+    st.dictionaries(
+        st.sampled_from(["id", "privileged", "reference", "vector"]), st.text(max_size=5)
+    ),
+    st.lists(st.text(max_size=5), max_size=2).map(tuple),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    task_id=_ID_VALUES,
+    scenario_id=_ID_VALUES,
+    prompt=st.one_of(
+        st.text(max_size=12),
+        st.sampled_from(
+            [
+                "What is 2 + 3?",
+                json.dumps({"q": "2 + 3", "privileged": {"reference": "5"}}),
+                "{'principle': 'be exact', 'q': 1}",
+            ]
+        ),
+    ),
+    privileged=st.booleans(),
+)
+def test_a_rows_task_is_read_as_its_whole_export_would_give_it(
+    task_id: Any, scenario_id: Any, prompt: str, privileged: bool
+) -> None:
+    row: dict[str, Any] = {"prompt": prompt, "final_text": "5", "reward": 1.0}
+    for name, value in (("task_id", task_id), ("scenario_id", scenario_id)):
+        if value is not None:
+            row[name] = value
+    if privileged:
+        row["privileged"] = {"reference": "5", "hidden_state": {"id": "t1"}}
+    assert _task_of(row) == _task(_exported(row))
+
+
+def test_training_records_group_by_the_exported_task(tmp_path: Path) -> None:
+    # ids that the export cleans: two rows whose ids differ only in a reserved key are one
+    # task once written, and a prompt's privileged block never reaches a record
+    leaky = json.dumps({"q": "2 + 3", "privileged": {"reference": "5"}})
+    rows = [
+        {"prompt": leaky, "final_text": "5", "reward": 1.0, "task_id": json.dumps(ids)}
+        for ids in ({"id": "t1", "reference": "5"}, {"id": "t1", "reference": "6"})
+    ]
+    trl = list(wai.export(rows, shape="trl"))
+    grpo = list(wai.export(rows, shape="grpo"))
+    assert [r["task_id"] for r in trl] == [r["task_id"] for r in grpo] == ['{"id": "t1"}']
+    assert grpo[0]["rewards"] == [1.0, 1.0]
+    for record in (*trl, *grpo):
+        assert "privileged" not in json.dumps(record) and '\\"5\\"' not in json.dumps(record)

@@ -43,7 +43,7 @@ from typing import Any
 
 from whileai.registry import Registry, get_registry
 from whileai.schema.arrow_columns import RowColumns
-from whileai.schema.export import export_line
+from whileai.schema.export import export_line, strip_episode, strip_private
 from whileai.schema.files import RowWriter, replacing
 from whileai.schema.stored import StoredRows
 
@@ -86,6 +86,20 @@ def _task(row: Mapping[str, Any]) -> str:
     return str(row.get("task_id") or row.get("scenario_id") or row["prompt"])
 
 
+def _task_of(row: Mapping[str, Any]) -> str:
+    """``_task(_exported(row))`` from the three fields it reads, each cleaned as the export
+    cleans it (the ids as fields that name a row, the prompt as the episode's): grouping a
+    file's rows by task then costs no export of the whole row, which is most of the time of
+    reading one."""
+    return _task(
+        {
+            "task_id": strip_private(row.get("task_id")),
+            "scenario_id": strip_private(row.get("scenario_id")),
+            "prompt": strip_episode(row["prompt"]),
+        }
+    )
+
+
 def _records(
     rows: Sequence[Mapping[str, Any]], shape: str, conversational: bool
 ) -> Iterator[dict[str, Any]]:
@@ -99,15 +113,15 @@ def _records(
     if shape == "trl":
         seen: set[str] = set()
         for row in _checked(rows):
-            cleaned = _exported(row)
-            task_id = _task(cleaned)
+            task_id = _task_of(row)
             if task_id not in seen:
                 seen.add(task_id)
-                yield {"prompt": _prompt(cleaned, conversational), "task_id": task_id}
+                # (the prompt as the export writes it: only a task's first row is exported)
+                yield {"prompt": _prompt(_exported(row), conversational), "task_id": task_id}
         return
     where: dict[str, array[int]] = {}
     for i, row in enumerate(_checked(rows)):
-        where.setdefault(_task(_exported(row)), array("q")).append(i)
+        where.setdefault(_task_of(row), array("q")).append(i)
     at = getattr(rows, "at", None)
     for task_id, positions in where.items():
         # a file's rows are read a group at a time, in one open of the file

@@ -64,6 +64,12 @@ def strip_private(value: Any) -> Any:
     return _OUTSIDE.value(value)
 
 
+def strip_episode(value: Any) -> Any:
+    """``value`` as the export cleans a field of the episode (``prompt``, ``steps``,
+    ``messages``, ``final_text``): only a ``privileged`` block removed, at any depth."""
+    return _INSIDE.value(value)
+
+
 def step_messages(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The OpenAI-format chat messages that a list of steps stands for.
 
