@@ -51,6 +51,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import Timing, ratio_line, timed
@@ -212,8 +214,6 @@ def write_bare(rows: list[dict[str, Any]], path: str) -> int:
 def build_and_write_bare(texts: list[bytes], path: str) -> int:
     """The ceiling the target is stated against: each row built (``orjson.loads`` of its
     text, the fastest build measured) and written as :func:`write_bare` writes it."""
-    import orjson
-
     with open(path, "w", encoding="utf-8") as f:
         for text in texts:
             row = orjson.loads(text)
@@ -225,8 +225,6 @@ def build_and_write_bare(texts: list[bytes], path: str) -> int:
 def write_bare_orjson(rows: list[dict[str, Any]], path: str) -> int:
     """:func:`write_bare` with the encoder whileai writes its lines with (orjson), for a
     labelled line: the target's ceiling writes with the standard library's encoder."""
-    import orjson
-
     with open(path, "wb") as f:
         for row in rows:
             f.write(orjson.dumps(row, default=str, option=orjson.OPT_APPEND_NEWLINE))
@@ -396,8 +394,6 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     # (the scripted agent trips over a malformed payload now and then: those rows say so in
     # error, and are rows all the same)
     assert len(rows) == n, f"the shop run wrote {len(rows)} rows of {n}"
-    import orjson
-
     # what the build starts from, made before the clock starts
     texts = [orjson.dumps(row) for row in rows]
     built = median_of(

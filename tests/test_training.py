@@ -381,7 +381,7 @@ def test_a_rows_task_is_read_as_its_whole_export_would_give_it(
     assert _task_of(row) == _task(_exported(row))
 
 
-def test_training_records_group_by_the_exported_task(tmp_path: Path) -> None:
+def test_training_records_group_by_the_exported_task() -> None:
     # ids that the export cleans: two rows whose ids differ only in a reserved key are one
     # task once written, and a prompt's privileged block never reaches a record
     leaky = json.dumps({"q": "2 + 3", "privileged": {"reference": "5"}})
