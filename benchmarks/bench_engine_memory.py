@@ -56,22 +56,13 @@ def rss_peak() -> int:
 
 
 def simulate(situations: int, repeats: int, output: str | None, resume: bool = False) -> Any:
-    import whileai as wai
-    from whileai import hookimpl
-    from whileai.registry import Registry
-    from whileai.testing import PleasedUser
-    from whileai_worlds.testing import ScriptedSupportAgent
+    from bench_engine_overhead import shop_registry
 
-    class ShopDoubles:
-        @hookimpl
-        def whileai_register_backends(self, register: Any) -> None:
-            register("support", lambda argument=None, **_: ScriptedSupportAgent())
-            register(
-                "customer", lambda argument=None, **_: PleasedUser("customer:pleased", record=False)
-            )
+    import whileai as wai
 
     return wai.simulate(
-        registry=Registry.load(plugins=[ShopDoubles()]),
+        # the engine-overhead benchmark's shop doubles: the scripted agent, the pleased user
+        registry=shop_registry(),
         agent_model="support:scripted",
         user_model="customer:pleased",
         simulator="template",
