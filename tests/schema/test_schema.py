@@ -242,6 +242,58 @@ def test_a_sidecar_puts_its_first_two_levels_of_keys_one_to_a_line(tmp_path: Any
     ]
 
 
+def test_a_sidecar_that_cannot_be_replaced_leaves_the_old_one_and_no_temporary(
+    tmp_path: Any,
+) -> None:
+    from whileai.schema.files import read_sidecar, write_sidecar
+
+    path = tmp_path / "rows.meta.json"
+    write_sidecar(path, {"complete": False})
+    folder = tmp_path / "taken.meta.json"
+    folder.mkdir()  # what the new sidecar would replace is a folder: the rename fails
+    with pytest.raises(IsADirectoryError) as caught:
+        write_sidecar(folder, {"complete": True})
+    assert str(caught.value) == (
+        f"[Errno 21] the sidecar {str(folder)!r} could not be written: Is a directory"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.meta.json", "taken.meta.json"]
+    assert read_sidecar(path) == {"complete": False}
+
+    inside = tmp_path / "rows.meta.json" / "x.meta.json"
+    with pytest.raises(FileExistsError, match=r"'.*rows\.meta\.json' is a file, not a folder$"):
+        write_sidecar(inside, {"complete": True})
+
+
+def test_rewriting_a_rows_file_past_a_full_disk_names_it_and_leaves_it_as_it_was(
+    tmp_path: Any,
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"prompt": "kept"}\n')
+    # data.save, `whileai grade` and the training exports rewrite a file through a temporary;
+    # a file size limit stands in for a full disk (SIGXFSZ ignored: past the limit the write
+    # fails with EFBIG rather than the signal killing the process)
+    script = (
+        "import resource, signal, sys\n"
+        "from whileai.schema.files import write_rows\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))\n"
+        "write_rows(sys.argv[1], [{'prompt': 'x' * 1000} for _ in range(100)])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"OSError: [Errno 27] {str(path)!r} could not be written, and is left as it was: "
+        "File too large"
+    )
+    assert path.read_text() == '{"prompt": "kept"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]  # no temporary, no lock
+
+
 def test_a_row_writer_finishes_a_line_the_file_took_only_part_of(tmp_path: Any) -> None:
     # write(2) may take fewer bytes than asked (a signal, a nearly full disk): the rest of the
     # line follows, and the next line starts where the writer says

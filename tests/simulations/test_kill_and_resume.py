@@ -1,14 +1,18 @@
-"""A simulation killed with SIGKILL mid-run resumes without duplicating or losing a row."""
+"""A simulation killed with SIGKILL mid-run, or stopped by a full disk, resumes without
+duplicating or losing a row."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parent / "resume_script.py"
 PLANNED = 40
@@ -54,3 +58,70 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         assert keys[: len(before)] == before  # rows written before the kill are kept as they were
     side = json.loads((tmp_path / "run.meta.json").read_text())
     assert side["complete"] is True and side["report"]["n_traces"] == PLANNED
+
+
+def test_a_disk_that_fills_mid_run_names_the_output_and_resume_plays_the_rest(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run.jsonl"
+    limit = 24_000  # the sidecar and a few rows fit; the run's 40 rows do not
+
+    def small_disk() -> None:
+        # a file size limit stands in for a full disk: past it, a write fails with EFBIG
+        # (SIGXFSZ ignored, as the default would kill the run instead of failing the write)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    stopped = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_disk,
+    )
+    assert stopped.returncode != 0
+    last = stopped.stderr.strip().splitlines()[-1]
+    on_disk = len(out.read_bytes().split(b"\n")) - 1  # whole lines; the cut one has no newline
+    assert 0 < on_disk < PLANNED
+    assert last == (
+        f"OSError: [Errno 27] output={str(out)!r}: row {on_disk + 1} could not be written "
+        f"(the {on_disk} before it are on disk; once the cause is fixed, the same call with "
+        "resume=True plays the rest): File too large"
+    )
+    assert not out.read_bytes().endswith(b"\n")  # the row that did not fit, cut short
+    assert json.loads((tmp_path / "run.meta.json").read_text())["complete"] is False
+
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert done.stdout.strip() == str(PLANNED)
+    keys = keys_in(out)
+    assert len(keys) == len(set(keys)) == PLANNED
+    assert json.loads((tmp_path / "run.meta.json").read_text())["complete"] is True
+
+
+def test_an_output_inside_a_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    import sim_doubles as d
+
+    import whileai as wai
+
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder\n")
+    out = blocker / "run.jsonl"
+    with pytest.raises(FileExistsError) as caught:
+        wai.simulate(
+            registry=d.registry(),
+            agent_model="fake:agent",
+            user_model="fake:user",
+            unique=1,
+            output=str(out),
+            advanced={"world": "tinyshop"},
+        )
+    assert str(caught.value) == (
+        f"[Errno 17] output={str(out)!r} cannot be written: {str(blocker)!r} is a file, "
+        "not a folder"
+    )

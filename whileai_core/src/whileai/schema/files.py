@@ -8,10 +8,11 @@ run writes that rollout again, once.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +32,30 @@ def sidecar_path(output: str | os.PathLike[str]) -> Path:
     if path.suffix == ".jsonl":
         return path.with_suffix(SIDECAR_SUFFIX)
     return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def file_error(exc: OSError, path: str | os.PathLike[str], said: str) -> OSError:
+    """``exc`` told again as ``said`` (which file of a run, and what was being done to it),
+    of the same class and errno, so code that handles a full disk or a denied folder by kind
+    still does. The operating system's own text names a temporary file or a parent folder,
+    and leaves a reader to work out which file of the run it was, and what to do."""
+    cause = exc.strerror or str(exc)
+    in_the_way = _file_in_the_way(Path(path))
+    if in_the_way is not None:
+        cause = f"{str(in_the_way)!r} is a file, not a folder"
+    message = f"{said}: {cause}"
+    if exc.errno is None:
+        return OSError(message)
+    return OSError(exc.errno, message)
+
+
+def _file_in_the_way(target: Path) -> Path | None:
+    """The nearest existing parent of ``target`` when it is not a folder: what makes a path
+    inside it impossible to create."""
+    for parent in target.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
 
 
 def row_line(row: Mapping[str, Any]) -> str:
@@ -115,12 +140,22 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[Path]:
         try:
             yield tmp
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             # rows that cannot be written (or a reader that fails) leave the file as it was
-            tmp.unlink(missing_ok=True)
+            with suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.errno in _FULL:
+                said = f"{str(target)!r} could not be written, and is left as it was"
+                raise file_error(exc, target, said) from exc
             raise
     finally:
         lock.release()
+
+
+#: What a write meets when the disk, the user's quota or the process's file size limit is full:
+#: errors only a write raises, so the file being written is the one to name (a reader's own
+#: errors inside a :func:`replacing` block pass through as they are)
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 #: What ``read_jsonl`` does with a last line that has no newline (a writer may have been killed
@@ -251,9 +286,12 @@ class OutputLock:
         import fcntl
 
         target = Path(output)
-        target.parent.mkdir(parents=True, exist_ok=True)
         path = target.with_name(target.name + ".lock")
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the run
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the run
+        except OSError as exc:
+            raise file_error(exc, target, f"output={str(target)!r} cannot be written") from exc
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -333,13 +371,20 @@ def _alive(pid: int) -> bool:
 def write_sidecar(path: str | os.PathLike[str], content: Mapping[str, Any]) -> None:
     """Replace the sidecar atomically: a reader sees the old file or the new one, never half."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(sidecar_text(content))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    text = sidecar_text(content)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        # the old sidecar stays whole; the half-written new one goes
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise file_error(exc, target, f"the sidecar {str(target)!r} could not be written") from exc
 
 
 #: json.dumps(..., ensure_ascii=False) with reports and numpy scalars read by json_default: a

@@ -19,7 +19,7 @@ from typing import Any
 
 from whileai.executors import privileged_block
 from whileai.schema.export import export_line
-from whileai.schema.files import RowWriter
+from whileai.schema.files import RowWriter, file_error
 from whileai.schema.records import rollout_key
 from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.rowlist import RowList, RowSequence
@@ -89,12 +89,29 @@ class FinishedRows:
         exported, line = export_line(row)
         if self.writer is not None:
             # on disk before anything else can fail: a row that was played is never lost
-            self._offsets.append(self.writer.write_line(line))
+            try:
+                self._offsets.append(self.writer.write_line(line))
+            except OSError as exc:
+                raise self._unwritten(exc) from exc
         else:
             self._kept.append(row)
             self._exported.append(exported)
         self.tally.add(row)
         return exported
+
+    def _unwritten(self, exc: OSError) -> OSError:
+        """A row that could not be written (a full disk, a file size limit), said so that a
+        person hours into a run knows which file, that nothing before it was lost, and how to
+        go on."""
+        assert self.writer is not None
+        on_disk = len(self._offsets)
+        return file_error(
+            exc,
+            self.writer.path,
+            f"output={str(self.writer.path)!r}: row {on_disk + 1} could not be written (the "
+            f"{on_disk} before it are on disk; once the cause is fixed, the same call with "
+            "resume=True plays the rest)",
+        )
 
     def at(self, offsets: Sequence[int]) -> StoredRows:
         """Rows of this run's output at ``offsets`` (a resumed search's earlier batches)."""
