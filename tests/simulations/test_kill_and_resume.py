@@ -22,7 +22,7 @@ def keys_in(path: Path) -> list[str]:
     return [json.loads(line)["lineage"]["rollout_key"] for line in path.read_text().splitlines()]
 
 
-def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
+def test_sigkill_mid_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.jsonl"
     proc = subprocess.Popen([sys.executable, str(SCRIPT), str(out)], stdout=subprocess.PIPE)
     try:
@@ -43,6 +43,23 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     assert 8 <= cut < PLANNED
     side = json.loads((tmp_path / "run.meta.json").read_text())
     assert side["complete"] is False
+    if before is not None:
+        # (a line cut by the kill is an error the report names: test_cli covers that)
+        from whileai.cli import main
+
+        assert main(["report", str(out)]) == 0
+        assert (
+            "  (the run did not finish: the same simulate() call with resume=True, or whileai "
+            "run CONFIG.toml --resume, continues it)"
+        ) in capsys.readouterr().out.splitlines()
+        page = tmp_path / "killed.html"
+        assert main(["view", str(out), "--out", str(page)]) == 0
+        assert (
+            "The run did not finish: the same <code>simulate()</code> call with "
+            "<code>resume=True</code>, or <code>whileai run CONFIG.toml --resume</code>, "
+            "continues it."
+        ) in page.read_text(encoding="utf-8")
+        page.unlink()
 
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(out), "--resume"],

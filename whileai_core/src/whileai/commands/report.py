@@ -75,7 +75,10 @@ def report_command(args: argparse.Namespace) -> int:
         if value is not None:
             print(f"  {key:<18}{value}")
     if made["complete"] is False:
-        print("  (the run did not finish: whileai run --resume continues it)")
+        print(
+            "  (the run did not finish: the same simulate() call with resume=True, or "
+            "whileai run CONFIG.toml --resume, continues it)"
+        )
     print(passes)
     if made["faults"]:
         print("faults fired: " + ", ".join(f"{k} {v}" for k, v in made["faults"].items()))

@@ -79,8 +79,9 @@ def summary_section(run: RunDigest, meta: Mapping[str, Any], pass_report: Any) -
     )
     state = meta.get("complete")
     status = (
-        "<p class='note'>The run did not finish: <code>whileai run --resume</code> continues it."
-        "</p>"
+        "<p class='note'>The run did not finish: the same <code>simulate()</code> call with "
+        "<code>resume=True</code>, or <code>whileai run CONFIG.toml --resume</code>, continues "
+        "it.</p>"
         if state is False
         else ""
     )
