@@ -260,3 +260,29 @@ def test_a_run_whose_strategy_reads_no_vectors_takes_them_only_when_trajectories
     # a change to a trajectory held in memory stays: it is the same dict on every read
     del held[0]["vector"]
     assert "vector" not in memory.trajectories[0]
+
+
+def test_a_path_that_starts_with_a_tilde_is_read_as_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as a shell reads it: Python's own file functions would make a folder named "~" in the
+    # working directory
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    data = run(None, output="~/runs/first.jsonl")
+    written = home / "runs" / "first.jsonl"
+    assert data.output == str(written)
+    assert len(written.read_text().splitlines()) == len(data.rows) > 0
+    assert wai.pass_at("~/runs/first.jsonl").pass_at_1 == data.pass_at.pass_at_1
+    assert wai.load("~/runs/first.jsonl") == list(data.rows)
+    assert data.save("~/saved.jsonl") == home / "saved.jsonl"
+    assert wai.export("~/saved.jsonl", path="~/train.jsonl").path == home / "train.jsonl"
+    assert wai.html_report("~/runs/first.jsonl", "~/page.html") == home / "page.html"
+    graded = wai.grade(data, lambda row: 1.0, output="~/graded.jsonl")
+    assert len((home / "graded.jsonl").read_text().splitlines()) == len(graded.rows)
+    from whileai.cli import main
+
+    assert main(["report", "~/runs/first.jsonl", "--json"]) == 0  # quoted, so no shell expands it
+    assert list(work.iterdir()) == []

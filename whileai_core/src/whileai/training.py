@@ -44,7 +44,7 @@ from typing import Any
 from whileai.registry import Registry, get_registry
 from whileai.schema.arrow_columns import RowColumns
 from whileai.schema.export import export_line, strip_episode, strip_private
-from whileai.schema.files import RowWriter, replacing
+from whileai.schema.files import RowWriter, replacing, user_path
 from whileai.schema.stored import StoredRows
 
 SHAPES = ("trl", "grpo", "rows")
@@ -58,7 +58,7 @@ def _rows_of(rows: Any) -> Sequence[Mapping[str, Any]] | list[Any]:
     if isinstance(rows, str | os.PathLike):
         from whileai.schema.row_file import open_row_file
 
-        return open_row_file(rows, what="rows")
+        return open_row_file(user_path(rows), what="rows")
     found = getattr(rows, "trajectories", None)
     if found is None:
         found = getattr(rows, "rows", rows)
@@ -235,7 +235,7 @@ def export(
     if format == "jsonl":
         if path is None:
             return list(records)
-        return _write_jsonl(records, Path(path))
+        return _write_jsonl(records, user_path(path))
     if format == "parquet":
         assert path is not None
         try:
@@ -243,7 +243,7 @@ def export(
             import pyarrow.parquet as pq
         except ImportError:
             raise ImportError(f"format='parquet' needs pyarrow: {_INSTALL}") from None
-        target = Path(path)
+        target = user_path(path)
         _write_parquet(lambda: _records(source, shape, conversational), target, pa, pq, shape)
         return target
     try:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from whileai.schema.files import read_sidecar, sidecar_path
+from whileai.schema.files import read_sidecar, sidecar_path, user_path
 from whileai.schema.row_file import RowFile, open_row_file
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
@@ -30,7 +29,7 @@ def read_run(path: str) -> tuple[RowFile, dict[str, Any]]:
     (the measurements only know a row's place in the list). The rows are read from the file
     as a command walks them (:class:`~whileai.schema.row_file.RowFile`), each rollout once:
     a run of any length is read in the memory of its line offsets."""
-    target = Path(path)
+    target = user_path(path)
     if not target.is_file():
         raise UsageError(f"{path}: no such rows file (a .jsonl that simulate(output=) wrote)")
     rows = open_row_file(target, check=True)

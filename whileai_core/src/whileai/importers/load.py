@@ -9,7 +9,7 @@ from typing import Any
 
 from whileai.importers import inspect_logs, lm_eval, tau_bench, verifiers_results
 from whileai.schema.arrow_columns import decoded
-from whileai.schema.files import iter_jsonl
+from whileai.schema.files import iter_jsonl, user_path
 
 FORMATS = ("inspect", "lm_eval", "tau_bench", "verifiers", "whileai")
 
@@ -92,7 +92,7 @@ def stream(path: str | Path, format: str | None = None) -> Iterator[dict[str, An
     """:func:`load`'s rows one at a time, as they are read (``whileai import`` writes them so:
     a log of any length imports in the memory of one row). The file is found, and its format
     named or detected, before the first row is asked for."""
-    target = Path(path)
+    target = user_path(path)
     if not target.is_file():
         raise FileNotFoundError(f"wai.load: no such file {str(target)!r}")
     chosen = format or detect(target)

@@ -37,7 +37,7 @@ from whileai.judging.scored import GradeCounts, ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_line
-from whileai.schema.files import RowWriter, replacing, sidecar_path, write_sidecar
+from whileai.schema.files import RowWriter, replacing, sidecar_path, user_path, write_sidecar
 from whileai.schema.provenance import self_judged
 from whileai.schema.source import RowSource, row_source
 from whileai.schema.stored import StoredRows
@@ -371,7 +371,7 @@ def output_path(output: Any) -> Path | None:
     if output is None:
         return None
     if isinstance(output, str | os.PathLike) and str(output):
-        return Path(output)
+        return user_path(output)
     raise TypeError(f"output= must be a file path (str or PathLike) or None, got {output!r}")
 
 

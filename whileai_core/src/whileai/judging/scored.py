@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from whileai.schema.export import export_row
-from whileai.schema.files import sidecar_path, write_rows, write_sidecar
+from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
 
@@ -261,7 +261,7 @@ class ScoredData:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write ``rows`` (JSONL) and the ``.meta.json`` sidecar; returns the rows' path."""
-        target = Path(path)
+        target = user_path(path)
         write_rows(target, self.rows)
         write_sidecar(sidecar_path(target), self.sidecar())
         return target

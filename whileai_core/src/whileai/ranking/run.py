@@ -27,7 +27,14 @@ from whileai.ranking.groups import Groups, Outcomes, judge_groups
 from whileai.ranking.pairs import DEFAULT_MAX_PAIRS, DEFAULT_MIN_PAIRS_PER_ROW
 from whileai.registry import Registry, get_registry
 from whileai.schema.export import export_line
-from whileai.schema.files import RowWriter, read_sidecar, replacing, sidecar_path, write_sidecar
+from whileai.schema.files import (
+    RowWriter,
+    read_sidecar,
+    replacing,
+    sidecar_path,
+    user_path,
+    write_sidecar,
+)
 from whileai.schema.records import RowError, check_row, task_key
 from whileai.schema.report import Report, fmt
 from whileai.schema.source import RowSource, row_source
@@ -143,7 +150,7 @@ def rank(
     for index, row in enumerate(loaded.rows):
         _check(row, index, loaded)
         groups.add(row, index)
-    target = Path(output) if output is not None else loaded.path
+    target = user_path(output) if output is not None else loaded.path
     # read before any judge call, so a broken sidecar fails fast instead of after the work
     base_sidecar = _base_sidecar(loaded) if target is not None else None
     ranker, backend_opened = _build_ranker(judge, registry)

@@ -26,6 +26,13 @@ from whileai.schema.report import Report, json_default
 SIDECAR_SUFFIX = ".meta.json"
 
 
+def user_path(path: str | os.PathLike[str]) -> Path:
+    """A path as the user wrote it, ``~`` read as their home folder as a shell reads it.
+    Python's file functions take ``~`` for a folder of that name: ``output="~/runs/x.jsonl"``
+    would make a ``~`` folder in the working directory, which ``rm -rf ~`` then misreads."""
+    return Path(os.path.expanduser(os.fspath(path)))
+
+
 def sidecar_path(output: str | os.PathLike[str]) -> Path:
     """``runs/x.jsonl`` -> ``runs/x.meta.json``; any other name gets ``.meta.json`` appended."""
     path = Path(output)

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from whileai.schema.files import read_sidecar, sidecar_path
+from whileai.schema.files import read_sidecar, sidecar_path, user_path
 from whileai.schema.records import RowError, check_row
 from whileai.schema.row_file import DuplicateRowsWarning, RowFile, open_row_file
 from whileai.schema.stored import StoredRows
@@ -97,7 +97,7 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
     ``privileged=True`` reads a run's in-memory trajectories (the privileged block kept, for a
     judge) rather than its exported rows."""
     if isinstance(source, str | os.PathLike):
-        return _from_file(Path(source), what)
+        return _from_file(user_path(source), what)
     # a report that carries rows (select()'s kept rows) reads as them, though it indexes
     # like a mapping; a plain mapping is a single row
     carries_rows = not isinstance(source, dict) and isinstance(getattr(source, "rows", None), list)

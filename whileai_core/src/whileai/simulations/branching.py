@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from whileai.schema.files import read_jsonl, sidecar_path
+from whileai.schema.files import read_jsonl, sidecar_path, user_path
 from whileai.simulations.params import RunParams
 from whileai.simulations.plan import PlannedSituation, plan_from_tasks
 from whileai.worlds import World
@@ -59,6 +59,7 @@ def read_source(source: Any) -> Source:
     """Rows from a run in memory, a rows file (with its sidecar, when there is one), a list
     of rows, or one row."""
     if isinstance(source, str | os.PathLike):
+        source = user_path(source)
         rows = read_jsonl(source, what="branch source").rows
         side = sidecar_path(source)
         plan: Mapping[str, Any] = {}

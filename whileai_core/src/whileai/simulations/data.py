@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from whileai.schema.export import export_row
-from whileai.schema.files import sidecar_path, write_rows, write_sidecar
+from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
 from whileai.simulations.finished import KeptTrajectories
@@ -332,7 +332,7 @@ class Simulation:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the rows (JSONL) and the sidecar; returns the rows' path."""
-        target = Path(path)
+        target = user_path(path)
         write_rows(target, self.rows)
         write_sidecar(sidecar_path(target), self.sidecar(complete=True, plain=False))
         return target

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from whileai.schema.files import user_path
 from whileai.worlds import WorldDefaults
 
 MODES: tuple[str, ...] = ("eval", "rl")
@@ -342,7 +343,7 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
             raise ValueError(
                 f"output must be the path of a JSONL file to write, got {values['output']!r}"
             )
-        values["output"] = str(values["output"])
+        values["output"] = str(user_path(values["output"]))
     if values["resume"] and values["output"] is None:
         raise ValueError("resume=True needs output= (the JSONL file of the run to continue)")
     executor = values["executor"]

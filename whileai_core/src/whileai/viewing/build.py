@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from whileai.schema.files import read_sidecar, sidecar_path
+from whileai.schema.files import read_sidecar, sidecar_path, user_path
 from whileai.schema.source import row_source
 from whileai.viewing import sections
 from whileai.viewing.digest import ExportedRows, digest
@@ -100,7 +100,7 @@ def html_report(
         )
         if v
     )
-    target = Path(path) if path is not None else _default_path(run)
+    target = user_path(path) if path is not None else _default_path(run)
     target.parent.mkdir(parents=True, exist_ok=True)
     text = render(heading, subtitle, parts)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -111,7 +111,7 @@ def html_report(
 
 def _default_path(run: Any) -> Path:
     if isinstance(run, str | os.PathLike):
-        return Path(run).with_name("report.html")
+        return user_path(run).with_name("report.html")
     output = getattr(run, "output", None)
     if isinstance(output, str) and output:
         return Path(output).with_name("report.html")
