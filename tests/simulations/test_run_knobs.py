@@ -266,7 +266,18 @@ def test_a_half_written_sidecar_names_its_file(tmp_path: Any) -> None:
             ValueError,
             r"arm_weights must be \{arm: finite weight >= 0\}",
         ),
-        ({"repeats": 10**8}, ValueError, r"the plan is 100,000,000 rollouts .* above the"),
+        (
+            {"repeats": 10**8},
+            ValueError,
+            r"the plan is 100,000,000 rollouts \(unique=1 x requests_per_situation=1 x "
+            r"repeats=100000000\), above the",
+        ),
+        # a value given by its alias is named as it was written
+        ({"repeats": 0}, ValueError, r"^repeats must be a whole number of at least 1, got 0$"),
+        ({"rollouts_per_request": 0}, ValueError, r"^rollouts_per_request must be a whole"),
+        ({"n": "2"}, ValueError, r"^n must be a whole number of at least 1, got '2'$"),
+        ({"risk": 1.5}, ValueError, r"^risk must be a number in \[0, 1\], got 1.5$"),
+        ({"policy": 3}, TypeError, r"^policy must be a string, got int$"),
     ],
 )
 def test_bad_input_is_refused_at_the_door_naming_the_argument(

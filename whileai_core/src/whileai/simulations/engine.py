@@ -68,6 +68,7 @@ from whileai.simulations.params import (
     RunParams,
     merge_aliases,
     resolve_params,
+    spellings,
 )
 from whileai.simulations.plan import PlannedJobs, PlannedSituation, jobs_for, plan_from_tasks
 from whileai.simulations.progress import RunProgress
@@ -1116,7 +1117,10 @@ async def asimulate(
     """``simulate`` for code already inside an event loop: the same parameters, awaitable."""
     given = {k: v for k, v in locals().items() if k not in ("advanced", "registry")}
     alias_values = {a: given.pop(a) for a in list(given) if a in ALIASES}
-    return await _simulate_call(merge_aliases(given, alias_values), advanced, registry)
+    spelled = spellings(given, alias_values)
+    return await _simulate_call(
+        merge_aliases(given, alias_values), advanced, registry, spelled=spelled
+    )
 
 
 async def abranch(
@@ -1175,8 +1179,10 @@ async def _simulate_call(
     advanced: Mapping[str, Any] | None,
     registry: Registry | None,
     branch: Branch | None = None,
+    *,
+    spelled: Mapping[str, str] | None = None,
 ) -> Simulation | list[Simulation]:
-    params = resolve_params(given)
+    params = resolve_params(given, spelled)
     knobs = RunKnobs.from_advanced(advanced)
     prices = price_table(knobs.prices)
     reg = get_registry(registry)

@@ -249,8 +249,24 @@ def _check_sampling(sampling: Mapping[str, Any]) -> None:
             )
 
 
-def resolve_params(given: Mapping[str, Any]) -> RunParams:
-    """Fill defaults and check every value; errors name the parameter and what was wrong."""
+def spellings(given: Mapping[str, Any], aliases: Mapping[str, Any]) -> dict[str, str]:
+    """The alias each parameter was given by, where it was given by its alias alone: errors
+    call a value by the name the caller wrote (``repeats=0``, not ``rollouts_per_request``)."""
+    return {
+        ALIASES[alias]: alias
+        for alias, value in aliases.items()
+        if value is not None and given.get(ALIASES[alias]) is None
+    }
+
+
+def resolve_params(given: Mapping[str, Any], spelled: Mapping[str, str] | None = None) -> RunParams:
+    """Fill defaults and check every value; errors name the parameter (as ``spelled``, when
+    it was given by an alias) and what was wrong."""
+    said = dict(spelled or {})
+
+    def name_of(name: str) -> str:
+        return said.get(name, name)
+
     values = {p.name: p.default for p in PARAMETERS}
     for name, value in given.items():
         if name not in BY_NAME:
@@ -259,16 +275,17 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
             values[name] = value
     if values["system_prompt"] is not None and not isinstance(values["system_prompt"], str):
         raise TypeError(
-            f"system_prompt must be a string, got {type(values['system_prompt']).__name__}"
+            f"{name_of('system_prompt')} must be a string, got "
+            f"{type(values['system_prompt']).__name__}"
         )
     budget = values["budget"]
     _positive_int("budget", budget, allow_none=True)
     for name in ("requests_per_situation", "rollouts_per_request", "runs", "max_turns"):
-        _positive_int(name, values[name])
+        _positive_int(name_of(name), values[name])
     if given.get("unique_situations") is None and budget is not None:
         per_situation = values["requests_per_situation"] * values["rollouts_per_request"]
         values["unique_situations"] = max(1, budget // per_situation)
-    _positive_int("unique_situations", values["unique_situations"])
+    _positive_int(name_of("unique_situations"), values["unique_situations"])
     if (
         isinstance(values["max_tool_calls"], bool)
         or not isinstance(values["max_tool_calls"], int)
@@ -277,7 +294,7 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
         raise ValueError(
             f"max_tool_calls must be a whole number >= 0, got {values['max_tool_calls']!r}"
         )
-    _unit("fault_rate", values["fault_rate"], allow_none=True)
+    _unit(name_of("fault_rate"), values["fault_rate"], allow_none=True)
     _unit("hard_share", values["hard_share"])
     _choice("mode", values["mode"], MODES)
     _choice("repeat_policy", values["repeat_policy"], REPEAT_POLICIES, allow_none=True)
@@ -290,20 +307,19 @@ def resolve_params(given: Mapping[str, Any]) -> RunParams:
         * values["requests_per_situation"]
         * values["rollouts_per_request"]
     )
+    plan = " x ".join(
+        f"{name_of(name)}={values[name]}"
+        for name in ("unique_situations", "requests_per_situation", "rollouts_per_request")
+    )
     if planned > MAX_PLANNED_ROLLOUTS:
         raise ValueError(
-            f"the plan is {planned:,} rollouts (unique_situations="
-            f"{values['unique_situations']} x requests_per_situation="
-            f"{values['requests_per_situation']} x rollouts_per_request="
-            f"{values['rollouts_per_request']}), above the {MAX_PLANNED_ROLLOUTS:,} one run "
-            "plans at most; split it over runs or lower one of them"
+            f"the plan is {planned:,} rollouts ({plan}), above the {MAX_PLANNED_ROLLOUTS:,} "
+            "one run plans at most; split it over runs or lower one of them"
         )
     if values["tasks"] is None and budget is not None and planned > budget:
         raise ValueError(
-            f"budget={budget} is below the planned {planned} rollouts (unique_situations="
-            f"{values['unique_situations']} x requests_per_situation="
-            f"{values['requests_per_situation']} x rollouts_per_request="
-            f"{values['rollouts_per_request']}); raise budget or lower one of them"
+            f"budget={budget} is below the planned {planned} rollouts ({plan}); raise budget "
+            "or lower one of them"
         )
     dims = values["dimensions"]
     if dims is not None:
