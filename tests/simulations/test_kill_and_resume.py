@@ -22,6 +22,23 @@ def keys_in(path: Path) -> list[str]:
     return [json.loads(line)["lineage"]["rollout_key"] for line in path.read_text().splitlines()]
 
 
+def resumed(out: Path) -> list[str]:
+    """Resume the run at ``out`` to its end; its rollout keys, each planned one there once."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert done.stdout.strip() == str(PLANNED)
+    keys = keys_in(out)
+    assert len(keys) == len(set(keys)) == PLANNED
+    side = json.loads(out.with_suffix(".meta.json").read_text())
+    assert side["complete"] is True and side["report"]["n_traces"] == PLANNED
+    return keys
+
+
 def test_sigkill_mid_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.jsonl"
     proc = subprocess.Popen([sys.executable, str(SCRIPT), str(out)], stdout=subprocess.PIPE)
@@ -61,20 +78,9 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixtu
         ) in page.read_text(encoding="utf-8")
         page.unlink()
 
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(out), "--resume"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert done.stdout.strip() == str(PLANNED)
-    keys = keys_in(out)
-    assert len(keys) == len(set(keys)) == PLANNED
+    keys = resumed(out)
     if before is not None:
         assert keys[: len(before)] == before  # rows written before the kill are kept as they were
-    side = json.loads((tmp_path / "run.meta.json").read_text())
-    assert side["complete"] is True and side["report"]["n_traces"] == PLANNED
 
 
 def test_a_disk_that_fills_mid_run_names_the_output_and_resume_plays_the_rest(
@@ -108,17 +114,7 @@ def test_a_disk_that_fills_mid_run_names_the_output_and_resume_plays_the_rest(
     assert not out.read_bytes().endswith(b"\n")  # the row that did not fit, cut short
     assert json.loads((tmp_path / "run.meta.json").read_text())["complete"] is False
 
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(out), "--resume"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert done.stdout.strip() == str(PLANNED)
-    keys = keys_in(out)
-    assert len(keys) == len(set(keys)) == PLANNED
-    assert json.loads((tmp_path / "run.meta.json").read_text())["complete"] is True
+    resumed(out)
 
 
 def test_an_output_inside_a_file_is_refused_naming_the_file(tmp_path: Path) -> None:
