@@ -114,6 +114,31 @@ def test_the_errored_rollouts_and_only_those_are_played_again(
     )
 
 
+def test_a_config_and_an_output_under_the_home_folder_are_found_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cli_doubles
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (home / "flaky.toml").write_text(
+        config(tmp_path, "flaky", agent="flaky").read_text().replace(str(tmp_path), "~")
+    )
+    cli_doubles.FAILING["on"] = True
+    try:
+        assert cli(capsys, "run", "~/flaky.toml")[0] == 1  # quoted: no shell reads the ~
+    finally:
+        cli_doubles.FAILING["on"] = False
+    rows = home / "flaky.jsonl"
+    errored = sum(1 for line in rows.read_text().splitlines() if json.loads(line).get("error"))
+    assert errored > 0
+    code, out, _ = cli(capsys, "run", "~/flaky.toml", "--retry-errors", "--json")
+    assert code == 0 and json.loads(out)["retried"] == errored
+    assert not (tmp_path / "~").exists()
+
+
 def test_taking_the_errored_rows_out_reads_a_long_run_a_row_at_a_time(tmp_path: Path) -> None:
     import tracemalloc
 

@@ -13,10 +13,10 @@ import importlib
 import inspect
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from whileai.commands.common import UsageError
+from whileai.schema.files import user_path
 
 #: Keys of the file that are not simulate() parameters.
 FILE_KEYS = ("advanced", "plugins")
@@ -30,7 +30,7 @@ def simulate_parameters() -> set[str]:
 
 def load_config(path: str) -> dict[str, Any]:
     """The file's keys, checked; a UsageError names the file and what is wrong."""
-    target = Path(path)
+    target = user_path(path)
     try:
         data = tomllib.loads(target.read_text(encoding="utf-8"))
     except FileNotFoundError:

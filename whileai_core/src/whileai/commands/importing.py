@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from whileai.commands.common import OK, UsageError, print_json
-from whileai.schema.files import write_rows
+from whileai.schema.files import user_path, write_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def import_command(args: argparse.Namespace) -> int:
     from whileai.importers.load import detect, stream
 
-    if not Path(args.log).is_file():
+    if not user_path(args.log).is_file():
         raise UsageError(f"{args.log}: no such file")
     tasks: Counter[str] = Counter()
 
@@ -41,7 +40,7 @@ def import_command(args: argparse.Namespace) -> int:
         chosen = args.format or detect(args.log)
         # a row at a time into --output, which takes its place once whole: a bad record part
         # way leaves it as it was
-        write_rows(Path(args.output), counted(stream(args.log, format=chosen)))
+        write_rows(user_path(args.output), counted(stream(args.log, format=chosen)))
     except (ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
     n_rows = sum(tasks.values())

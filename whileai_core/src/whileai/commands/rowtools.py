@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.commands.common import OK, UsageError, print_json, read_run, registry_for
-from whileai.schema.files import write_rows
+from whileai.schema.files import user_path, write_rows
 
 
 def _io(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +98,7 @@ def _finish(
     leave_out: tuple[str, ...],
 ) -> int:
     """Write ``rows`` to ``--output`` and say so (:func:`_say`)."""
-    write_rows(Path(args.output), rows)
+    write_rows(user_path(args.output), rows)
     return _say(args, len(rows), report, leave_out=leave_out)
 
 
@@ -140,7 +140,7 @@ def select_command(args: argparse.Namespace) -> int:
 def _against(path: str, fields: Sequence[str]) -> dict[str, list[Any]]:
     """The benchmark's items under the file's name (the source a match names): a text a line,
     or a .jsonl file's records, each checked to hold text in ``fields``."""
-    target = Path(path)
+    target = user_path(path)
     if not target.is_file():
         raise UsageError(f"--against {path}: no such file")
     lines = target.read_text(encoding="utf-8").splitlines()

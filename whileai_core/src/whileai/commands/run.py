@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from whileai.commands.common import FAILED, OK, UsageError, print_json, registry_for
 from whileai.commands.config import FILE_KEYS, load_config
-from whileai.schema.files import iter_jsonl, write_rows
+from whileai.schema.files import iter_jsonl, user_path, write_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def drop_error_rows(output: str) -> int:
     """Take the rows that ended in an error out of ``output`` (atomically), so a resume plays
     those rollouts again; how many were taken out."""
-    target = Path(output)
+    target = user_path(output)
     if not target.is_file():
         raise UsageError(f"--retry-errors: {output} holds no run yet")
     # a row at a time, twice when there is something to take out: a long run's file is never
