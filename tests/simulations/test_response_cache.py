@@ -79,6 +79,11 @@ def test_the_environment_variable_turns_it_on_and_false_turns_it_off(
     assert uncached.report()["cache"] is None
     with pytest.raises(ValueError, match=r"advanced\['cache'\] must be a directory path"):
         run(spies, 42)
+    # as an environment file gives it: the ~ unread by any shell
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WHILEAI_CACHE", "~/.cache/whileai")
+    run(spies, None)
+    assert (tmp_path / "home" / ".cache" / "whileai" / CACHE_FILE).exists()
 
 
 class Counting:

@@ -26,12 +26,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from whileai.backends import Backend, Completion, Sampling, ToolCall
+from whileai.schema.files import user_path
 
 #: Where a run finds its cache directory when ``cache=`` says nothing.
 CACHE_ENV = "WHILEAI_CACHE"
@@ -76,7 +76,8 @@ class ResponseCache:
     processes."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
+        # a directory named in an environment file reaches us with its ~ unread
+        self.directory = user_path(directory)
         self.path = self.directory / CACHE_FILE
         self.stats = CacheStats()
         self._local = threading.local()
