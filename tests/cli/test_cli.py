@@ -136,6 +136,12 @@ def test_a_config_and_an_output_under_the_home_folder_are_found_there(
     assert errored > 0
     code, out, _ = cli(capsys, "run", "~/flaky.toml", "--retry-errors", "--json")
     assert code == 0 and json.loads(out)["retried"] == errored
+    # import reads the log's first record to tell its format: from the home folder too
+    samples = HERE.parent / "importers" / "samples" / "tau_bench_results.json"
+    (home / "tau.json").write_bytes(samples.read_bytes())
+    code, out, err = cli(capsys, "import", "~/tau.json", "--output", "~/tau.jsonl", "--json")
+    assert code == 0, err
+    assert json.loads(out)["rows"] == 3 and (home / "tau.jsonl").is_file()
     assert not (tmp_path / "~").exists()
 
 

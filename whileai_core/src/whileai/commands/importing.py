@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def import_command(args: argparse.Namespace) -> int:
     from whileai.importers.load import detect, stream
 
-    if not user_path(args.log).is_file():
+    log = user_path(args.log)
+    if not log.is_file():
         raise UsageError(f"{args.log}: no such file")
     tasks: Counter[str] = Counter()
 
@@ -37,10 +38,10 @@ def import_command(args: argparse.Namespace) -> int:
             yield row
 
     try:
-        chosen = args.format or detect(args.log)
+        chosen = args.format or detect(log)
         # a row at a time into --output, which takes its place once whole: a bad record part
         # way leaves it as it was
-        write_rows(user_path(args.output), counted(stream(args.log, format=chosen)))
+        write_rows(user_path(args.output), counted(stream(log, format=chosen)))
     except (ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
     n_rows = sum(tasks.values())
