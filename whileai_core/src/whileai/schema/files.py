@@ -129,6 +129,12 @@ def write_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) 
         os.fsync(f.fileno())
 
 
+#: What a write meets when the disk, the user's quota or the process's file size limit is full:
+#: errors only a write raises, so the file being written is the one to name (a reader's own
+#: errors inside a :func:`replacing` block pass through as they are)
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
 @contextmanager
 def replacing(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``path`` to write the whole file to, put in its place (one
@@ -157,12 +163,6 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[Path]:
             raise
     finally:
         lock.release()
-
-
-#: What a write meets when the disk, the user's quota or the process's file size limit is full:
-#: errors only a write raises, so the file being written is the one to name (a reader's own
-#: errors inside a :func:`replacing` block pass through as they are)
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 #: What ``read_jsonl`` does with a last line that has no newline (a writer may have been killed

@@ -262,7 +262,7 @@ def spellings(given: Mapping[str, Any], aliases: Mapping[str, Any]) -> dict[str,
 def resolve_params(given: Mapping[str, Any], spelled: Mapping[str, str] | None = None) -> RunParams:
     """Fill defaults and check every value; errors name the parameter (as ``spelled``, when
     it was given by an alias) and what was wrong."""
-    said = dict(spelled or {})
+    said = spelled or {}
 
     def name_of(name: str) -> str:
         return said.get(name, name)
