@@ -9,6 +9,7 @@ import pytest
 
 import whileai as wai
 from whileai.measure.decontaminate import normalize_tokens
+from whileai.registry import Registry
 
 SOURCE = "The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat."
 
@@ -252,6 +253,57 @@ def test_rows_from_wai_rows_against_the_shipped_gsm8k_questions() -> None:
     as_given = wai.decontaminate(rows, {"gsm8k": records}, against_fields="question")
     assert as_given.contaminated_indices == [0, 1, 3]
     assert [m.field for m in as_given.matches[3]] == ["prompt"]
+
+
+def test_against_a_benchmarks_file_or_a_run() -> None:
+    import json
+    from pathlib import Path
+
+    shipped = Path(__file__).parents[2] / "recipes/02-measure/public-benchmark/gsm8k_test_200.jsonl"
+    questions = [json.loads(line)["question"] for line in shipped.read_text().splitlines() if line]
+    prompts = [questions[5], "How many goats does the farmer have at noon on a Sunday?"]
+    rows = wai.rows(prompts, [["42"]] * 2, [[1.0]] * 2)
+    # the file as it ships: its records, read on the field they hold their text in, the
+    # source named by the file (as `whileai decontaminate --against` names it)
+    report = wai.decontaminate(rows, shipped, against_fields="question")
+    assert report.contaminated_indices == [0]
+    assert report.per_source == {"gsm8k_test_200.jsonl": 1}
+    assert [(m.source, m.item) for m in report.matches[0]] == [("gsm8k_test_200.jsonl", 5)]
+    # under a name of the caller's choosing
+    named = wai.decontaminate(rows, {"gsm8k": shipped}, against_fields="question")
+    assert named.per_source == {"gsm8k": 1}
+    # another run (a training set that must not hold the eval's prompts): its rows
+    train = wai.evaluate(
+        lambda prompt: "42",
+        [questions[5], questions[6]],
+        judge=lambda prompt, completion: True,
+        repeats=1,
+        registry=Registry.from_plugins(),
+    )
+    assert wai.decontaminate(rows, train).contaminated_indices == [0]
+
+
+def test_a_benchmark_file_that_cannot_be_read_is_named(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    rows = rows_of([SOURCE])
+    with pytest.raises(FileNotFoundError, match=r"^against='.*nothing.jsonl': no such file$"):
+        wai.decontaminate(rows, tmp_path / "nothing.jsonl")
+    texts = tmp_path / "bench.txt"
+    texts.write_text(f"\n{SOURCE}\n\nan unrelated line\n")
+    assert wai.decontaminate(rows, texts).per_source == {"bench.txt": 1}
+    records = tmp_path / "bench.jsonl"
+    records.write_text('{"question": "x"}\n[1, 2]\n')
+    with pytest.raises(
+        ValueError,
+        match=r"bench.jsonl', line 1: no text in field 'prompt' \(its fields: question\); "
+        "against_fields names",
+    ):
+        wai.decontaminate(rows, records)
+    with pytest.raises(ValueError, match=r"bench.jsonl', line 2: a JSON list, not a record$"):
+        wai.decontaminate(rows, Path(records), against_fields="question")
+    with pytest.raises(TypeError, match=r"^against must be .* a file's path"):
+        wai.decontaminate(rows, 42)
 
 
 def test_a_run_file_keeps_its_clean_rows_on_disk(tmp_path: Any) -> None:

@@ -8,7 +8,6 @@ every writer: nothing privileged) and prints its report, or with ``--json`` the 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -138,35 +137,18 @@ def select_command(args: argparse.Namespace) -> int:
 
 
 def _against(path: str, fields: Sequence[str]) -> dict[str, list[Any]]:
-    """The benchmark's items under the file's name (the source a match names): a text a line,
-    or a .jsonl file's records, each checked to hold text in ``fields``."""
-    target = user_path(path)
-    if not target.is_file():
-        raise UsageError(f"--against {path}: no such file")
-    lines = target.read_text(encoding="utf-8").splitlines()
-    if target.suffix != ".jsonl":
-        return {target.name: [line for line in lines if line.strip()]}
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise UsageError(f"--against {path}, line {number}: not JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise UsageError(
-                f"--against {path}, line {number}: a JSON {type(record).__name__}, not a record"
+    """The benchmark's items under the file's name (the source a match names)."""
+    from whileai.measure.decontaminate import benchmark_items
+
+    hint = "; --against-field names the field the benchmark's text is in"
+    try:
+        return {
+            user_path(path).name: benchmark_items(
+                user_path(path), fields, f"--against {path}", hint
             )
-        for field in fields:
-            if not isinstance(record.get(field), str):
-                held = ", ".join(sorted(map(str, record)))
-                raise UsageError(
-                    f"--against {path}, line {number}: no text in field {field!r} (its fields: "
-                    f"{held}); --against-field names the field the benchmark's text is in"
-                )
-        records.append(record)
-    return {target.name: records}
+        }
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def decontaminate_command(args: argparse.Namespace) -> int:

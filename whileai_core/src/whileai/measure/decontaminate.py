@@ -32,10 +32,13 @@ second (``benchmarks/bench_decontaminate.py``).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import string
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -43,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from whileai.measure._tasks import name_some
+from whileai.schema.files import user_path
 from whileai.schema.records import RowError
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
@@ -503,26 +507,72 @@ def _columns(chunk: list[tuple[str, int, str]]) -> tuple[list[str], list[int], l
     return list(text), list(row), list(field)
 
 
-def _sources(against: Any) -> dict[str, Sequence[Any]]:
+def _sources(against: Any, fields: tuple[str, ...]) -> dict[str, Sequence[Any]]:
     if isinstance(against, str):
         return {_SINGLE_SOURCE: [against]}
+    if isinstance(against, os.PathLike):
+        path = user_path(against)
+        return {path.name: benchmark_items(path, fields, f"against={os.fspath(against)!r}")}
+    if hasattr(against, "rows"):
+        return {_SINGLE_SOURCE: list(rows_of(against, "against"))}
     if isinstance(against, Mapping):
         if not against:
             raise ValueError("against is an empty mapping: name at least one source")
         out: dict[str, Sequence[Any]] = {}
         for name, items in against.items():
+            if isinstance(items, os.PathLike):
+                out[str(name)] = benchmark_items(
+                    user_path(items), fields, f"against[{name!r}]={os.fspath(items)!r}"
+                )
+                continue
             if isinstance(items, str) or not isinstance(items, Iterable):
                 raise TypeError(
-                    f"against[{name!r}] must be a list of texts or rows, got {type(items).__name__}"
+                    f"against[{name!r}] must be a list of texts or rows, or a file's path, got "
+                    f"{type(items).__name__}"
                 )
             out[str(name)] = list(items)
         return out
     if isinstance(against, Iterable):
         return {_SINGLE_SOURCE: list(against)}
     raise TypeError(
-        "against must be a string, a list of strings or rows, or a mapping "
-        f"{{source name: list of texts}}; got {type(against).__name__}"
+        "against must be a string, a list of strings or rows, a run, a file's path "
+        f"(pathlib.Path), or a mapping {{source name: list of texts}}; got "
+        f"{type(against).__name__}"
     )
+
+
+def benchmark_items(
+    path: Path, fields: Sequence[str], label: str, hint: str = _AGAINST_HINT
+) -> list[Any]:
+    """A benchmark's items from its file: a ``.jsonl`` file's records, each checked to hold
+    text in ``fields``, or any other file's lines (a text a line, blank lines skipped).
+    ``label`` names the file in errors as the caller wrote it (``against='gsm8k.jsonl'``, or
+    the command line's ``--against gsm8k.jsonl``), ``hint`` the knob that names the fields."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{label}: no such file")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix != ".jsonl":
+        return [line for line in lines if line.strip()]
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{label}, line {number}: not JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise ValueError(
+                f"{label}, line {number}: a JSON {type(record).__name__}, not a record"
+            )
+        for field in fields:
+            if not isinstance(record.get(field), str):
+                held = ", ".join(sorted(map(str, record)))
+                raise ValueError(
+                    f"{label}, line {number}: no text in field {field!r} (its fields: {held}){hint}"
+                )
+        records.append(record)
+    return records
 
 
 def _field_names(fields: Any, what: str) -> tuple[str, ...]:
@@ -552,8 +602,9 @@ def decontaminate(
     """Split ``rows`` (a list of rows, or a run carrying ``.rows``) into those that share an
     ``n``-gram with ``against`` and those that don't.
 
-    ``against``: a string, a list of strings or rows, or a mapping ``{source name: list of
-    texts or rows}``; rows of ``against`` are read on ``against_fields`` (default: ``fields``;
+    ``against``: a string, a list of strings or rows, a run, a file's path (a ``.jsonl``
+    file's records or any other file's lines, named by the file), or a mapping ``{source name:
+    list of texts or rows, or a file's path}``; rows of ``against`` are read on ``against_fields`` (default: ``fields``;
     GSM8K's rows hold their text in ``"question"``). ``min_n`` (default 8, or ``n`` when ``n``
     is smaller) is the shortest text compared whole; see the module docstring.
     """
@@ -565,7 +616,7 @@ def decontaminate(
 
     index = _Index(n=n, min_n=min_n)
     source_items: dict[str, int] = {}
-    for name, items in _sources(against).items():
+    for name, items in _sources(against, read_on).items():
         source_items[name] = len(items)
         for i, item in enumerate(items):
             where = f"against[{name!r}][{i}]" if name != _SINGLE_SOURCE else f"against[{i}]"
