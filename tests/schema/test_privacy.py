@@ -783,3 +783,51 @@ def test_cache_keys_tell_apart_what_orjson_writes_alike_and_match_equal_mappings
         assert key_text(one) != key_text(other), (one, other)
     assert key_text({1: "a"}) == json.dumps({1: "a"}, sort_keys=True)
     assert key_text([object()]) is None
+
+
+def test_rows_of_one_situation_export_alike_from_several_threads_at_once() -> None:
+    # A situation's rows share one answer key, which remembers how their strings were masked;
+    # rows saved from several threads at once (data.save in one, a data loader exporting in
+    # another) read and fill that memory together. Each thread's world states draw from more
+    # strings than it holds, so it is cleared and refilled while the others read it.
+    import random
+    import sys
+    import threading
+
+    key_holder = {
+        "prompt": "Where is my order?",
+        "scenario_id": "s-threads",
+        "privileged": {"hidden_state": {"order": "A1234", "name": "Dana Whitfield"}},
+        "steps": [],
+        "messages": [],
+        "final_text": "It is on its way.",
+        "reward": 1.0,
+    }
+    failures: list[str] = []
+
+    def export_many(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(1500):
+                row = dict(key_holder)
+                row["world_state"] = {
+                    f"k{rng.randrange(400)}": f"v{rng.randrange(400)} A1234 Dana Whitfield"
+                    for _ in range(20)
+                }
+                line = row_line(row)
+                assert "A1234" not in line and "Dana Whitfield" not in line, line
+                assert json.loads(line)["world_state"] == export_row(row)["world_state"]
+        except Exception as exc:  # reported below, with the thread's seed
+            failures.append(f"thread {seed}: {exc!r}")
+
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often, as they would under load
+    try:
+        threads = [threading.Thread(target=export_many, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
+    assert failures == []

@@ -21,6 +21,7 @@ import bisect
 import functools
 import json
 import re
+import threading
 import urllib.parse
 from collections.abc import Mapping
 from json.encoder import encode_basestring, encode_basestring_ascii
@@ -69,6 +70,12 @@ class AnswerKey:
     #: rollouts write the same ids, names and statuses again (a bounded number, cleared when
     #: full, so a key kept for a long run holds the strings of its latest rows)
     _masked: dict[str, str] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+    #: held while :meth:`mask_strings` reads and fills ``_masked``: a key is shared by every
+    #: row of its situation, and rows may be exported from several threads at once
+    #: (``data.save`` in one while a loader exports in another)
+    _memo_lock: threading.Lock = attrs.field(
+        factory=threading.Lock, init=False, eq=False, repr=False
+    )
 
     def __bool__(self) -> bool:
         return bool(self.values or self.numbers)
@@ -138,6 +145,11 @@ class AnswerKey:
         if self.numbers:
             # a number is compared where it stands: the whole value's walk does that
             return self.mask(value)
+        with self._memo_lock:
+            return self._masked_by_memo(value)
+
+    def _masked_by_memo(self, value: Any) -> Any:
+        """:meth:`mask_strings`' work, with the table of strings masked before to itself."""
         memo = self._masked
         if memo:
             # a situation's later rows hold the strings its first ones did: one walk masks
