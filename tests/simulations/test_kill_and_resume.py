@@ -83,6 +83,71 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert keys[: len(before)] == before  # rows written before the kill are kept as they were
 
 
+def test_ctrl_c_mid_run_says_what_is_on_disk_and_how_to_go_on(tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and len(out.read_bytes().splitlines()) >= 8:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode != 0
+    on_disk = len(out.read_bytes().splitlines())
+    assert 8 <= on_disk < PLANNED and out.read_bytes().endswith(b"\n")
+    said = [line for line in err.decode().splitlines() if line.startswith("whileai: stopped")]
+    assert said == [
+        f"whileai: stopped at {on_disk}/{PLANNED} rollouts: the {on_disk} finished are in "
+        f"output={str(out)!r}; the same simulate() call with resume=True, or whileai run "
+        "CONFIG.toml --resume, continues it with the rest"
+    ]
+    assert err.decode().rstrip().endswith("KeyboardInterrupt")
+    assert json.loads((tmp_path / "run.meta.json").read_text())["complete"] is False
+    resumed(out)
+
+
+def test_a_run_held_in_memory_says_its_rows_are_gone_when_stopped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import asyncio
+
+    import sim_doubles as d
+
+    import whileai as wai
+
+    async def stop_part_way() -> None:
+        run = asyncio.ensure_future(
+            wai.asimulate(
+                registry=d.registry(),
+                agent_model="fake:slow-agent",
+                user_model="fake:user",
+                unique=10,
+                advanced={"world": "tinyshop", "max_concurrency": 1},
+            )
+        )
+        await asyncio.sleep(0.3)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(stop_part_way())
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("whileai: stopped")]
+    assert line.endswith(
+        "rollouts: its rows were held in memory only (no output=) and are gone; a run given "
+        "output= keeps each row on disk as it finishes"
+    )
+
+
 def test_a_disk_that_fills_mid_run_names_the_output_and_resume_plays_the_rest(
     tmp_path: Path,
 ) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
+from whileai.schema.files import RESUME_HINT
 from whileai.schema.provenance import RUN_PROVENANCE
 
 
@@ -75,10 +76,7 @@ def report_command(args: argparse.Namespace) -> int:
         if value is not None:
             print(f"  {key:<18}{value}")
     if made["complete"] is False:
-        print(
-            "  (the run did not finish: the same simulate() call with resume=True, or "
-            "whileai run CONFIG.toml --resume, continues it)"
-        )
+        print(f"  (the run did not finish: {RESUME_HINT})")
     print(passes)
     if made["faults"]:
         print("faults fired: " + ", ".join(f"{k} {v}" for k, v in made["faults"].items()))

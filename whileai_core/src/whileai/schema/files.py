@@ -26,6 +26,12 @@ from whileai.schema.report import Report, json_default
 SIDECAR_SUFFIX = ".meta.json"
 
 
+#: How a run that did not finish is continued, in the words every place that says so uses.
+RESUME_HINT = (
+    "the same simulate() call with resume=True, or whileai run CONFIG.toml --resume, continues it"
+)
+
+
 def user_path(path: str | os.PathLike[str]) -> Path:
     """A path as the user wrote it, ``~`` read as their home folder as a shell reads it.
     Python's file functions take ``~`` for a folder of that name: ``output="~/runs/x.jsonl"``

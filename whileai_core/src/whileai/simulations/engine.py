@@ -460,6 +460,9 @@ async def _run_once(
                 )
                 await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
                 state.progress.backend_retries(retries_so_far(call.backends, before))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            state.progress.stopped(output)
+            raise
         finally:
             watcher.cancel()
             if state.finished.writer is not None:

@@ -21,6 +21,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from whileai.schema.files import RESUME_HINT
+
 #: Seconds between plain progress lines off a terminal: often enough that a log shows a run
 #: is alive, rare enough that a long run's log stays readable. Convention.
 PLAIN_EVERY_S = 10.0
@@ -112,6 +114,20 @@ class RunProgress:
     def _maybe_line(self) -> None:
         if self.plain and self._clock() - self._last_line >= PLAIN_EVERY_S:
             self._write_line()
+
+    def stopped(self, output: str | None) -> None:
+        """Say, once the display is closed, where a run that was stopped part way (Ctrl-C, a
+        cancelled task) left its rows: before the traceback, so a person hours into a run
+        reads what is safe and how to go on."""
+        if output is not None:
+            said = f"the {self.done} finished are in output={output!r}; {RESUME_HINT} with the rest"
+        else:
+            said = (
+                "its rows were held in memory only (no output=) and are gone; a run given "
+                "output= keeps each row on disk as it finishes"
+            )
+        self.stream.write(f"whileai: stopped at {self.done}/{self.total} {self.label}: {said}\n")
+        self.stream.flush()
 
     def backend_retries(self, retries: int) -> None:
         """The retries the run's backends report so far (their ``stats``), which count calls
