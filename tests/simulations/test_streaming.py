@@ -168,6 +168,9 @@ def test_stored_rows_read_like_a_list_and_say_when_their_file_is_gone(tmp_path: 
     rows = streamed.rows
     assert rows[-1] == list(rows)[-1] and rows[1:3] == list(rows)[1:3]
     assert rows + [rows[0]] == [*rows, rows[0]]  # noqa: RUF005 (the sequence's own +)
+    assert [rows[0]] + rows == [rows[0], *rows]  # noqa: RUF005 (a list of earlier rows first)
+    with pytest.raises(TypeError):
+        "rows: " + rows
     # each read is a fresh dict: changing one changes nothing
     rows[0]["reward"] = "changed"
     assert rows[0]["reward"] != "changed"

@@ -60,3 +60,10 @@ class RowSequence(Sequence[dict[str, Any]]):
 
     def __add__(self, other: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*self, *other]
+
+    def __radd__(self, other: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        # a list of earlier rows on the left (``kept = kept + data.rows`` across a training
+        # loop's calls): list's own + takes only lists
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return [*other, *self]
