@@ -153,6 +153,47 @@ def test_every_measurement_reads_a_streamed_run_as_it_reads_one_in_memory(
     assert wai.compare(streamed, memory).to_dict()["delta"] == 0.0
 
 
+def test_the_checks_and_the_two_run_comparisons_read_a_streamed_run_as_one_in_memory(
+    tmp_path: Path,
+) -> None:
+    params: dict[str, Any] = {"unique": 8, "repeats": 4, "phrasings": 2}
+    first = {"memory": run(None, **params), "streamed": run(tmp_path / "a", **params)}
+    # the same situations played by an agent that fails more: the comparisons pair them
+    other = {**params, "agent_model": "fake:flaky-agent"}
+    second = {"memory": run(None, **other), "streamed": run(tmp_path / "b", **other)}
+    prompts = [r["prompt"] for r in first["memory"].rows][::5]
+
+    def measured(kind: str) -> dict[str, Any]:
+        a, b = first[kind], second[kind]
+        kept = wai.select(a)
+        clean = wai.decontaminate(a, prompts, n=4)
+        return {
+            "compare_runs": wai.compare_runs(a, b).to_dict(),
+            "delta_report": wai.delta_report(a, b).to_dict(),
+            "eval_variance": wai.eval_variance(a, b).to_dict(),
+            "judge_trust": wai.judge_trust(a).to_dict(),
+            "logprob_report": wai.logprob_report(a).to_dict(),
+            "staleness_report": wai.staleness_report(a, "fake-agent-1").to_dict(),
+            "refusal_report": wai.refusal_report(a).to_dict(),
+            "trace_flag_report": wai.trace_flag_report(a).to_dict(),
+            "select": (kept.to_dict(without=("rows",)), without_run(kept.rows)),
+            "decontaminate": (
+                clean.to_dict(without=("clean", "contaminated")),
+                without_run(clean.clean),
+            ),
+            "export": wai.export(a),
+        }
+
+    in_memory, streamed = measured("memory"), measured("streamed")
+    # each has something to say about these runs
+    assert in_memory["compare_runs"]["metrics"]["reward"]["n_paired"] == 16
+    assert in_memory["eval_variance"]["n_runs"] == 2
+    assert in_memory["staleness_report"]["n_current"] == 64
+    assert in_memory["select"][1] and in_memory["decontaminate"][0]["n_contaminated"] > 0
+    for name, value in in_memory.items():
+        assert streamed[name] == value, name
+
+
 def test_the_report_counts_what_the_measurements_count(tmp_path: Path) -> None:
     streamed = run(tmp_path, unique=5, repeats=4, phrasings=3, repeat_policy="rl")
     report = streamed.report()
