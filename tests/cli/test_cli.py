@@ -259,6 +259,14 @@ def test_misuse_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 2 and "set output = " in err
     code, _, err = cli(capsys, "report", str(tmp_path / "nothing.jsonl"))
     assert code == 2 and "no such rows file" in err
+    # the folder a run was written to, given for the run's rows file in it
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "rows.jsonl").write_text("")
+    code, _, err = cli(capsys, "report", str(tmp_path / "runs"))
+    assert code == 2 and err == (
+        f"whileai report: {str(tmp_path / 'runs')!r} is a folder, not a file of rows: name the "
+        "JSONL file itself (it holds rows.jsonl)\n"
+    )
     bad.write_text('output = "x.jsonl"\nunique = -1\n')
     code, _, err = cli(capsys, "--debug", "run", str(bad))
     assert code == 2 and "Traceback" in err

@@ -203,3 +203,20 @@ def test_an_output_inside_a_file_is_refused_naming_the_file(tmp_path: Path) -> N
         f"[Errno 17] output={str(out)!r} cannot be written: {str(blocker)!r} is a file, "
         "not a folder"
     )
+
+
+def test_a_folder_given_for_the_rows_file_is_named_with_the_files_in_it(tmp_path: Path) -> None:
+    import sim_doubles as d
+
+    import whileai as wai
+
+    wai.simulate(
+        registry=d.registry(), **d.BASE, unique=1, repeats=1, output=str(tmp_path / "a.jsonl")
+    )
+    said = f"{str(tmp_path)!r} is a folder, not a file of rows: name the JSONL file itself"
+    with pytest.raises(IsADirectoryError) as caught:
+        wai.simulate(registry=d.registry(), **d.BASE, unique=1, output=str(tmp_path))
+    assert str(caught.value) == f"output: {said} (it holds a.jsonl)"
+    with pytest.raises(IsADirectoryError) as caught:
+        wai.pass_at(str(tmp_path))
+    assert str(caught.value) == f"rows: {said} (it holds a.jsonl)"

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from whileai.schema.files import read_sidecar, sidecar_path, user_path
+from whileai.schema.files import a_folder, read_sidecar, sidecar_path, user_path
 from whileai.schema.row_file import RowFile, open_row_file
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
@@ -30,6 +30,8 @@ def read_run(path: str) -> tuple[RowFile, dict[str, Any]]:
     as a command walks them (:class:`~whileai.schema.row_file.RowFile`), each rollout once:
     a run of any length is read in the memory of its line offsets."""
     target = user_path(path)
+    if target.is_dir():
+        raise UsageError(a_folder(target))
     if not target.is_file():
         raise UsageError(f"{path}: no such rows file (a .jsonl that simulate(output=) wrote)")
     rows = open_row_file(target, check=True)

@@ -32,6 +32,17 @@ RESUME_HINT = (
 )
 
 
+def a_folder(path: Path) -> str:
+    """What to say of a folder given where a rows file belongs: which it is, and the rows
+    files in it a person probably meant."""
+    inside = sorted(p.name for p in path.glob("*.jsonl"))
+    named = f" (it holds {', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''})"
+    return (
+        f"{str(path)!r} is a folder, not a file of rows: name the JSONL file itself"
+        f"{named if inside else ''}"
+    )
+
+
 def user_path(path: str | os.PathLike[str]) -> Path:
     """A path as the user wrote it, ``~`` read as their home folder as a shell reads it.
     Python's file functions take ``~`` for a folder of that name: ``output="~/runs/x.jsonl"``
@@ -235,6 +246,8 @@ def iter_jsonl(
         if missing_ok:
             return
         raise FileNotFoundError(f"{what}: no such file {str(target)!r}")
+    if target.is_dir():
+        raise IsADirectoryError(f"{what}: {a_folder(target)}")
     if not target.is_file():
         raise ValueError(f"{what}: {str(target)!r} is not a file of rows (JSONL)")
     offset = 0
