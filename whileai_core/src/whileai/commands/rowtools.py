@@ -140,13 +140,10 @@ def _against(path: str, fields: Sequence[str]) -> dict[str, list[Any]]:
     """The benchmark's items under the file's name (the source a match names)."""
     from whileai.measure.decontaminate import benchmark_items
 
+    target = user_path(path)
     hint = "; --against-field names the field the benchmark's text is in"
     try:
-        return {
-            user_path(path).name: benchmark_items(
-                user_path(path), fields, f"--against {path}", hint
-            )
-        }
+        return {target.name: benchmark_items(target, fields, f"--against {path}", hint)}
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 

@@ -604,9 +604,10 @@ def decontaminate(
 
     ``against``: a string, a list of strings or rows, a run, a file's path (a ``.jsonl``
     file's records or any other file's lines, named by the file), or a mapping ``{source name:
-    list of texts or rows, or a file's path}``; rows of ``against`` are read on ``against_fields`` (default: ``fields``;
-    GSM8K's rows hold their text in ``"question"``). ``min_n`` (default 8, or ``n`` when ``n``
-    is smaller) is the shortest text compared whole; see the module docstring.
+    list of texts or rows, or a file's path}``; rows of ``against`` are read on
+    ``against_fields`` (default: ``fields``; GSM8K's rows hold their text in ``"question"``).
+    ``min_n`` (default 8, or ``n`` when ``n`` is smaller) is the shortest text compared
+    whole; see the module docstring.
     """
     min_n = min(DEFAULT_MIN_N, n) if min_n is None and isinstance(n, int) else min_n
     fields = _check_settings(fields, n, min_n)
