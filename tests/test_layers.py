@@ -22,7 +22,7 @@ SOURCE = Path(whileai.__file__).parent
 #: import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the row model, files, reports; the plugin contract; small utilities
-    ("version", "hookspecs", "schema", "sync", "signatures", "seeds", "pricing"),
+    ("version", "hookspecs", "schema", "sync", "signatures", "seeds", "pricing", "progress"),
     # the registry, and what a grader returns
     ("registry", "scoring"),
     # the kinds of plugins: models, worlds, verifiers

@@ -34,9 +34,11 @@ from whileai.backends import (
 from whileai.executors import Job, RegistrySpec, RunSpec, check_shippable, ship_problems
 from whileai.graders import Graders, MarkerSet, resolve_graders
 from whileai.pricing import PriceTable, price_table, shipped_table
+from whileai.progress import RunProgress
 from whileai.registry import Registry, get_registry, has_observers, notify
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.files import (
+    RESUME_HINT,
     OutputLock,
     RowWriter,
     iter_jsonl,
@@ -71,7 +73,6 @@ from whileai.simulations.params import (
     spellings,
 )
 from whileai.simulations.plan import PlannedJobs, PlannedSituation, jobs_for, plan_from_tasks
-from whileai.simulations.progress import RunProgress
 from whileai.simulations.rollout import RolloutContext
 from whileai.simulations.search import Search
 from whileai.simulations.tally import plan_place
@@ -461,7 +462,7 @@ async def _run_once(
                 await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
                 state.progress.backend_retries(retries_so_far(call.backends, before))
         except (asyncio.CancelledError, KeyboardInterrupt):
-            state.progress.stopped(output)
+            state.progress.stopped(_what_is_kept(output, state.progress.done))
             raise
         finally:
             watcher.cancel()
@@ -473,6 +474,16 @@ async def _run_once(
     finally:
         if opened.lock is not None:
             opened.lock.release()
+
+
+def _what_is_kept(output: str | None, done: int) -> str:
+    """What a run stopped part way keeps of its rollouts, and how it goes on."""
+    if output is None:
+        return (
+            "its rows were held in memory only (no output=) and are gone; a run given output= "
+            "keeps each row on disk as it finishes"
+        )
+    return f"the {done} finished are in output={output!r}; {RESUME_HINT} with the rest"
 
 
 def _run_fault_plan(call: _Call) -> FaultPlan | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from whileai.simulations.progress import RunProgress
+from whileai.progress import RunProgress
 
 
 class Terminal(io.StringIO):

@@ -21,8 +21,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from whileai.schema.files import RESUME_HINT
-
 #: Seconds between plain progress lines off a terminal: often enough that a log shows a run
 #: is alive, rare enough that a long run's log stays readable. Convention.
 PLAIN_EVERY_S = 10.0
@@ -41,12 +39,15 @@ class RunProgress:
         refresh_per_second: float = 4.0,
         enabled: bool | None = None,
         plain: bool = True,
+        usage: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.plain = plain and not self.enabled
         self.label = label
+        #: whether the line shows tokens, retries and waits (a rollout's), or only errors
+        self.usage = usage
         self.total = total
         self.done = 0
         #: retries shown: the larger of the finished rollouts' count and the backends' own
@@ -72,6 +73,8 @@ class RunProgress:
                 TextColumn(
                     "tokens {task.fields[tokens]}  retries {task.fields[retries]}  "
                     "errors {task.fields[errors]}"
+                    if usage
+                    else "errors {task.fields[errors]}"
                 ),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
@@ -100,9 +103,13 @@ class RunProgress:
         rate = self.done / elapsed
         left = self.total - self.done
         eta = f"{left / rate:,.0f} s left" if rate > 0 and left > 0 else "done" if not left else "-"
-        return (
-            f"whileai: {self.done}/{self.total} {self.label}, {rate:,.2f}/s, {eta}, "
+        usage = (
             f"tokens {self.tokens:,}, retries {self.retries}, waited {self.waited_s:,.1f} s, "
+            if self.usage
+            else ""
+        )
+        return (
+            f"whileai: {self.done}/{self.total} {self.label}, {rate:,.2f}/s, {eta}, {usage}"
             f"errors {self.errors}"
         )
 
@@ -115,17 +122,10 @@ class RunProgress:
         if self.plain and self._clock() - self._last_line >= PLAIN_EVERY_S:
             self._write_line()
 
-    def stopped(self, output: str | None) -> None:
-        """Say, once the display is closed, where a run that was stopped part way (Ctrl-C, a
-        cancelled task) left its rows: before the traceback, so a person hours into a run
-        reads what is safe and how to go on."""
-        if output is not None:
-            said = f"the {self.done} finished are in output={output!r}; {RESUME_HINT} with the rest"
-        else:
-            said = (
-                "its rows were held in memory only (no output=) and are gone; a run given "
-                "output= keeps each row on disk as it finishes"
-            )
+    def stopped(self, said: str) -> None:
+        """Say, once the display is closed, what a job stopped part way (Ctrl-C, a cancelled
+        task) left and how to go on: before the traceback, so a person hours in reads what
+        is safe."""
         self.stream.write(f"whileai: stopped at {self.done}/{self.total} {self.label}: {said}\n")
         self.stream.flush()
 
