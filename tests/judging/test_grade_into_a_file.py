@@ -166,3 +166,74 @@ def test_run_judge_writes_its_rows_too(tmp_path: Path) -> None:
 def test_a_bad_output_is_refused_before_any_row_is_read(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="output= must be a file path"):
         wai.grade(tmp_path / "none.jsonl", says_a_number, output=3)  # type: ignore[arg-type]
+
+
+def test_a_grading_pass_counts_its_rows_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = rows_file(tmp_path / "answers.jsonl", 12, 1)
+
+    def fails_on_the_fifth(prompt: str, completion: str) -> float:
+        if prompt.startswith("What is 1 + 0?"):
+            raise ConnectionError("the judge's server went away")
+        return says_a_number(prompt, completion)
+
+    wai.grade(source, fails_on_the_fifth, output=tmp_path / "graded.jsonl")
+    (line,) = capsys.readouterr().err.splitlines()
+    # off a terminal, a line now and then and one at the end; a judge's error counts as one
+    assert line.startswith("whileai: 12/12 rows graded, ") and line.endswith(", done, errors 1")
+    assert "tokens" not in line  # a rollout's counts, not a grading pass's
+
+
+GRADE_SLOWLY = """
+import asyncio, pathlib, sys
+import whileai as wai
+
+started = pathlib.Path(sys.argv[3])
+
+async def slow_judge(prompt, completion):
+    started.touch()
+    await asyncio.sleep(0.05)
+    return 1.0
+
+wai.grade(sys.argv[1], slow_judge, output=sys.argv[2], concurrency=1)
+"""
+
+
+def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_what_grading_again_costs(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = rows_file(tmp_path / "answers.jsonl", 400, 1)
+    out = tmp_path / "graded.jsonl"
+    out.write_text("the rows graded yesterday\n")
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GRADE_SLOWLY, str(source), str(out), str(started)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # a few rows graded
+        assert proc.poll() is None, "the grading finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode != 0
+    (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
+    assert said.startswith("whileai: stopped at ") and said.endswith(
+        f"/400 rows graded: output={str(out)!r} is left as it was; grading again asks the "
+        "judge again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
+    )
+    assert out.read_text() == "the rows graded yesterday\n"
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -12,10 +12,11 @@ that row with ``judge_status: "error"`` and the reason, never a 0, and the other
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 from array import array
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from whileai.graders import (
     resolve_grader,
 )
 from whileai.judging.scored import GradeCounts, ScoredData
+from whileai.progress import RunProgress
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_line
@@ -260,16 +262,49 @@ async def run_grading(
 ) -> ScoredData:
     """Grade, close what was opened for the judge, and build the result; with ``output``,
     the graded rows go to that file as they are graded (:func:`grade_into`) and the result
-    reads them from there."""
+    reads them from there. A progress line counts the rows graded (a judge model's pass
+    over a long run takes a while), and a grading stopped part way says what it kept."""
+    progress = RunProgress(len(source.rows), label="rows graded", usage=False)
+    graded_rows = _counted(
+        graded_in_order(source.rows, judge.grader, concurrency, meta_override=judge.meta_override),
+        progress,
+    )
     try:
-        if output is None:
-            graded: Sequence[dict[str, Any]] = await grade_rows(source.rows, judge, concurrency)
-            tally = None
-        else:
-            graded, tally = await grade_into(output, source.rows, judge, concurrency)
+        with progress:
+            if output is None:
+                async with aclosing(graded_rows):
+                    graded: Sequence[dict[str, Any]] = [row async for _, row in graded_rows]
+                tally = None
+            else:
+                graded, tally = await grade_into(output, graded_rows)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.stopped(_what_grading_kept(output))
+        raise
     finally:
         problems = await judge.close()
     return scored_from(source, graded, judge, tally=tally, extra_warnings=problems)
+
+
+async def _counted(
+    graded: AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None],
+    progress: RunProgress,
+) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
+    """``graded``, each row counted on ``progress`` as it comes (a judge's error as one)."""
+    async with aclosing(graded):
+        async for given, row in graded:
+            progress.advance(error=row.get("judge_status") == "error")
+            yield given, row
+
+
+def _what_grading_kept(output: Path | None) -> str:
+    """What a grading pass stopped part way keeps, and what grading again costs."""
+    again = (
+        "grading again asks the judge again, except what a response cache holds (cache=, or "
+        "WHILEAI_CACHE)"
+    )
+    if output is None:
+        return f"the graded rows were held in memory and are gone; {again}"
+    return f"output={str(output)!r} is left as it was; {again}"
 
 
 def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
@@ -280,17 +315,17 @@ def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
 
 
 async def grade_into(
-    output: Path, rows: Iterable[Mapping[str, Any]], judge: Judge, concurrency: int
+    output: Path, graded: AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]
 ) -> tuple[StoredRows, GradedTally]:
-    """``rows`` graded by ``judge`` and written to ``output`` in order as each is graded
-    (exported, as a run writes), holding a bounded number of rows at any time. The file is
-    written beside ``output`` and put in its place once every row is (:func:`replacing`): a
-    grading stopped part way leaves ``output`` as it was, so ``output`` may be the rows'
-    own file. Returns the rows as written, read back from ``output``, and their tally."""
+    """The rows ``graded`` yields (each given row with its graded copy, in order) written to
+    ``output`` as each comes (exported, as a run writes), holding a bounded number of rows at
+    any time. The file is written beside ``output`` and put in its place once every row is
+    (:func:`replacing`): a grading stopped part way leaves ``output`` as it was, so
+    ``output`` may be the rows' own file. Returns the rows as written, read back from
+    ``output``, and their tally."""
     offsets = array("q")
     tally = GradedTally()
     with replacing(output) as temporary, RowWriter(temporary) as writer:
-        graded = graded_in_order(rows, judge.grader, concurrency, meta_override=judge.meta_override)
         async with aclosing(graded):
             async for given, row in graded:
                 tally.add(given, row)
