@@ -310,3 +310,69 @@ def test_the_embedded_model_answers_reproducibly_at_a_fixed_seed() -> None:
         assert row["usage"]["output_tokens"] <= 12
         assert row.get("error") is None
     assert first.report().agent == "local:smollm2"
+
+
+def test_an_evaluation_counts_its_answers_and_then_its_grading_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    wai.evaluate(
+        ScriptedAgent(),
+        QUESTIONS,
+        references=GOLD,
+        judge=contains_reference,
+        repeats=4,
+        concurrency=1,
+        registry=Registry.from_plugins(),
+    )
+    answers, graded = capsys.readouterr().err.splitlines()
+    assert answers.startswith("whileai: 12/12 answers, ") and answers.endswith(", errors 0")
+    assert graded.startswith("whileai: 12/12 rows graded, ") and graded.endswith(", errors 0")
+
+
+ANSWER_SLOWLY = """
+import asyncio, pathlib, sys
+import whileai as wai
+from whileai.registry import Registry
+
+started = pathlib.Path(sys.argv[1])
+
+async def slow_agent(prompt):
+    started.touch()
+    await asyncio.sleep(0.05)
+    return "42"
+
+wai.evaluate(slow_agent, [f"question {i}" for i in range(100)], repeats=4, concurrency=1,
+             judge=lambda prompt, completion: True, registry=Registry.from_plugins())
+"""
+
+
+def test_ctrl_c_mid_evaluation_says_what_was_lost_and_what_asking_again_costs(
+    tmp_path: Any,
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ANSWER_SLOWLY, str(started)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # a few answers in
+        assert proc.poll() is None, "the evaluation finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode != 0
+    (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
+    assert said.startswith("whileai: stopped at ") and said.endswith(
+        "/400 answers: the answers were held in memory and are gone; evaluating again asks the "
+        "agent again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
+    )

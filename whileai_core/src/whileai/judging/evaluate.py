@@ -29,6 +29,7 @@ from whileai.judging.grade import (
     scored_from,
 )
 from whileai.judging.scored import ScoredData
+from whileai.progress import RunProgress
 from whileai.registry import Registry, get_registry
 from whileai.schema.records import RowError, prompt_hash
 from whileai.schema.source import RowSource
@@ -229,16 +230,34 @@ async def _run(
     try:
         gate = asyncio.Semaphore(concurrency)
 
+        progress = RunProgress(len(prompts) * repeats, label="answers")
+
         async def one(i: int, r: int) -> Answer:
             answer_seed = derive_seed(seed, "evaluate", task_ids[i], r)
             async with gate:
-                return await agent.answer(
+                answer = await agent.answer(
                     prompts[i], _messages_of(templates[i]), answer_seed, sampling
                 )
+            done = answer.completion
+            progress.advance(
+                error=done is None,
+                retries=done.retries if done is not None else 0,
+                tokens=(done.input_tokens or 0) + (done.output_tokens or 0) if done else 0,
+                waited_s=done.waited_s if done is not None else 0.0,
+            )
+            return answer
 
-        answers = await asyncio.gather(
-            *(one(i, r) for i in range(len(prompts)) for r in range(repeats))
-        )
+        try:
+            with progress:
+                answers = await asyncio.gather(
+                    *(one(i, r) for i in range(len(prompts)) for r in range(repeats))
+                )
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            progress.stopped(
+                "the answers were held in memory and are gone; evaluating again asks the "
+                "agent again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
+            )
+            raise
         texts = [
             [
                 (a.completion.text if a.completion is not None else "")

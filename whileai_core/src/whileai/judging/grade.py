@@ -16,8 +16,16 @@ import asyncio
 import inspect
 import os
 from array import array
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +38,6 @@ from whileai.graders import (
     LLM_GRADE_JUDGE,
     Grader,
     check_concurrency,
-    grade_each,
     graded_in_order,
     resolve_grader,
 )
@@ -138,8 +145,50 @@ def own_judge(judge: Any, version: Any, name: str | None) -> Judge:
 async def grade_rows(
     rows: Sequence[Mapping[str, Any]], judge: Judge, concurrency: int
 ) -> list[dict[str, Any]]:
-    """Graded copies of ``rows`` by ``judge`` (:func:`whileai.graders.grade_each`)."""
-    return await grade_each(rows, judge.grader, concurrency, meta_override=judge.meta_override)
+    """Graded copies of ``rows`` by ``judge``, in order, counted on stderr as they are graded
+    (:func:`graded_in_order`)."""
+    progress = grading_progress(len(rows))
+    graded = _counted(rows, judge, concurrency, progress)
+    with _shown(progress, "the graded rows were held in memory and are gone"):
+        async with aclosing(graded):
+            return [row async for _, row in graded]
+
+
+#: What grading again costs, said when a grading pass is stopped part way.
+GRADING_AGAIN = (
+    "grading again asks the judge again, except what a response cache holds (cache=, or "
+    "WHILEAI_CACHE)"
+)
+
+
+def grading_progress(total: int) -> RunProgress:
+    """The progress line of a grading pass: rows graded and judge errors (a judge model's
+    pass over a long run takes a while)."""
+    return RunProgress(total, label="rows graded", usage=False)
+
+
+@contextmanager
+def _shown(progress: RunProgress, kept: str) -> Iterator[None]:
+    """``progress`` shown while the block runs; a block stopped part way (Ctrl-C, a cancelled
+    task) says what was ``kept`` and what grading again costs, before the traceback."""
+    try:
+        with progress:
+            yield
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.stopped(f"{kept}; {GRADING_AGAIN}")
+        raise
+
+
+async def _counted(
+    rows: Iterable[Mapping[str, Any]], judge: Judge, concurrency: int, progress: RunProgress
+) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
+    """:func:`graded_in_order`, each row counted on ``progress`` as it comes (a judge's
+    error as one)."""
+    graded = graded_in_order(rows, judge.grader, concurrency, meta_override=judge.meta_override)
+    async with aclosing(graded):
+        async for given, row in graded:
+            progress.advance(error=row.get("judge_status") == "error")
+            yield given, row
 
 
 @attrs.define
@@ -262,49 +311,16 @@ async def run_grading(
 ) -> ScoredData:
     """Grade, close what was opened for the judge, and build the result; with ``output``,
     the graded rows go to that file as they are graded (:func:`grade_into`) and the result
-    reads them from there. A progress line counts the rows graded (a judge model's pass
-    over a long run takes a while), and a grading stopped part way says what it kept."""
-    progress = RunProgress(len(source.rows), label="rows graded", usage=False)
-    graded_rows = _counted(
-        graded_in_order(source.rows, judge.grader, concurrency, meta_override=judge.meta_override),
-        progress,
-    )
+    reads them from there."""
     try:
-        with progress:
-            if output is None:
-                async with aclosing(graded_rows):
-                    graded: Sequence[dict[str, Any]] = [row async for _, row in graded_rows]
-                tally = None
-            else:
-                graded, tally = await grade_into(output, graded_rows)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.stopped(_what_grading_kept(output))
-        raise
+        if output is None:
+            graded: Sequence[dict[str, Any]] = await grade_rows(source.rows, judge, concurrency)
+            tally = None
+        else:
+            graded, tally = await grade_into(output, source.rows, judge, concurrency)
     finally:
         problems = await judge.close()
     return scored_from(source, graded, judge, tally=tally, extra_warnings=problems)
-
-
-async def _counted(
-    graded: AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None],
-    progress: RunProgress,
-) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
-    """``graded``, each row counted on ``progress`` as it comes (a judge's error as one)."""
-    async with aclosing(graded):
-        async for given, row in graded:
-            progress.advance(error=row.get("judge_status") == "error")
-            yield given, row
-
-
-def _what_grading_kept(output: Path | None) -> str:
-    """What a grading pass stopped part way keeps, and what grading again costs."""
-    again = (
-        "grading again asks the judge again, except what a response cache holds (cache=, or "
-        "WHILEAI_CACHE)"
-    )
-    if output is None:
-        return f"the graded rows were held in memory and are gone; {again}"
-    return f"output={str(output)!r} is left as it was; {again}"
 
 
 def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
@@ -315,17 +331,23 @@ def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
 
 
 async def grade_into(
-    output: Path, graded: AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]
+    output: Path, rows: Sequence[Mapping[str, Any]], judge: Judge, concurrency: int
 ) -> tuple[StoredRows, GradedTally]:
-    """The rows ``graded`` yields (each given row with its graded copy, in order) written to
-    ``output`` as each comes (exported, as a run writes), holding a bounded number of rows at
-    any time. The file is written beside ``output`` and put in its place once every row is
+    """``rows`` graded by ``judge`` and written to ``output`` in order as each is graded
+    (exported, as a run writes), holding a bounded number of rows at any time, counted on
+    stderr. The file is written beside ``output`` and put in its place once every row is
     (:func:`replacing`): a grading stopped part way leaves ``output`` as it was, so
     ``output`` may be the rows' own file. Returns the rows as written, read back from
     ``output``, and their tally."""
     offsets = array("q")
     tally = GradedTally()
-    with replacing(output) as temporary, RowWriter(temporary) as writer:
+    progress = grading_progress(len(rows))
+    graded = _counted(rows, judge, concurrency, progress)
+    with (
+        _shown(progress, f"output={str(output)!r} is left as it was"),
+        replacing(output) as temporary,
+        RowWriter(temporary) as writer,
+    ):
         async with aclosing(graded):
             async for given, row in graded:
                 tally.add(given, row)
