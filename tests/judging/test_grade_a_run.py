@@ -87,3 +87,14 @@ def test_a_streamed_run_is_graded_into_a_file_with_its_privileged_block(tmp_path
         r["lineage"] for r in data.rows
     ]
     assert scored.metadata["run_id"] == data.metadata["run_id"]
+
+
+def test_a_run_graded_again_in_memory_counts_its_rows_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = simulate()
+    capsys.readouterr()  # the run's own progress line
+    regraded = data.grade(knows_the_hidden_state)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("whileai: 4/4 rows graded, ") and line.endswith(", done, errors 0")
+    assert [r["reward"] for r in regraded.trajectories] == [1.0] * 4

@@ -14,13 +14,22 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from contextlib import aclosing
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 import attrs
 
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
+from whileai.progress import RunProgress
 from whileai.registry import Registry, UnknownPluginError
 from whileai.schema.records import RowError
 from whileai.scoring import (
@@ -225,17 +234,58 @@ AHEAD_PER_SLOT = 4
 
 
 async def grade_each(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     grader: Grader,
     concurrency: int,
     *,
     meta_override: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Graded copies of ``rows``, in order (:func:`graded_in_order`, gathered in a list)."""
-    async with aclosing(
-        graded_in_order(rows, grader, concurrency, meta_override=meta_override)
-    ) as graded:
-        return [row async for _, row in graded]
+    """Graded copies of ``rows``, in order (:func:`graded_in_order`, gathered in a list),
+    counted on stderr as they are graded."""
+    progress = grading_progress(len(rows))
+    graded = counted_grading(
+        graded_in_order(rows, grader, concurrency, meta_override=meta_override), progress
+    )
+    with shown_grading(progress, "the graded rows were held in memory and are gone"):
+        async with aclosing(graded):
+            return [row async for _, row in graded]
+
+
+#: What grading again costs, said when a grading pass is stopped part way.
+GRADING_AGAIN = (
+    "grading again asks the judge again, except what a response cache holds (cache=, or "
+    "WHILEAI_CACHE)"
+)
+
+
+def grading_progress(total: int) -> RunProgress:
+    """The progress line of a grading pass: rows graded and judge errors (a judge model's
+    pass over a long run takes a while)."""
+    return RunProgress(total, label="rows graded", usage=False)
+
+
+@contextmanager
+def shown_grading(progress: RunProgress, kept: str) -> Iterator[None]:
+    """``progress`` shown while the block runs; a block stopped part way (Ctrl-C, a cancelled
+    task) says what was ``kept`` and what grading again costs, before the traceback."""
+    try:
+        with progress:
+            yield
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.stopped(f"{kept}; {GRADING_AGAIN}")
+        raise
+
+
+async def counted_grading(
+    graded: AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None],
+    progress: RunProgress,
+) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
+    """``graded`` (:func:`graded_in_order`), each row counted on ``progress`` as it comes (a
+    judge's error as one)."""
+    async with aclosing(graded):
+        async for given, row in graded:
+            progress.advance(error=row.get("judge_status") == "error")
+            yield given, row
 
 
 async def graded_in_order(

@@ -12,20 +12,17 @@ that row with ``judge_status: "error"`` and the reason, never a 0, and the other
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 from array import array
 from collections.abc import (
-    AsyncGenerator,
     Awaitable,
     Callable,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
-from contextlib import aclosing, contextmanager
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +35,14 @@ from whileai.graders import (
     LLM_GRADE_JUDGE,
     Grader,
     check_concurrency,
+    counted_grading,
+    grade_each,
     graded_in_order,
+    grading_progress,
     resolve_grader,
+    shown_grading,
 )
 from whileai.judging.scored import GradeCounts, ScoredData
-from whileai.progress import RunProgress
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_line
@@ -145,50 +145,9 @@ def own_judge(judge: Any, version: Any, name: str | None) -> Judge:
 async def grade_rows(
     rows: Sequence[Mapping[str, Any]], judge: Judge, concurrency: int
 ) -> list[dict[str, Any]]:
-    """Graded copies of ``rows`` by ``judge``, in order, counted on stderr as they are graded
-    (:func:`graded_in_order`)."""
-    progress = grading_progress(len(rows))
-    graded = _counted(rows, judge, concurrency, progress)
-    with _shown(progress, "the graded rows were held in memory and are gone"):
-        async with aclosing(graded):
-            return [row async for _, row in graded]
-
-
-#: What grading again costs, said when a grading pass is stopped part way.
-GRADING_AGAIN = (
-    "grading again asks the judge again, except what a response cache holds (cache=, or "
-    "WHILEAI_CACHE)"
-)
-
-
-def grading_progress(total: int) -> RunProgress:
-    """The progress line of a grading pass: rows graded and judge errors (a judge model's
-    pass over a long run takes a while)."""
-    return RunProgress(total, label="rows graded", usage=False)
-
-
-@contextmanager
-def _shown(progress: RunProgress, kept: str) -> Iterator[None]:
-    """``progress`` shown while the block runs; a block stopped part way (Ctrl-C, a cancelled
-    task) says what was ``kept`` and what grading again costs, before the traceback."""
-    try:
-        with progress:
-            yield
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.stopped(f"{kept}; {GRADING_AGAIN}")
-        raise
-
-
-async def _counted(
-    rows: Iterable[Mapping[str, Any]], judge: Judge, concurrency: int, progress: RunProgress
-) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
-    """:func:`graded_in_order`, each row counted on ``progress`` as it comes (a judge's
-    error as one)."""
-    graded = graded_in_order(rows, judge.grader, concurrency, meta_override=judge.meta_override)
-    async with aclosing(graded):
-        async for given, row in graded:
-            progress.advance(error=row.get("judge_status") == "error")
-            yield given, row
+    """Graded copies of ``rows`` by ``judge`` (:func:`whileai.graders.grade_each`, which
+    counts them on stderr)."""
+    return await grade_each(rows, judge.grader, concurrency, meta_override=judge.meta_override)
 
 
 @attrs.define
@@ -342,9 +301,12 @@ async def grade_into(
     offsets = array("q")
     tally = GradedTally()
     progress = grading_progress(len(rows))
-    graded = _counted(rows, judge, concurrency, progress)
+    graded = counted_grading(
+        graded_in_order(rows, judge.grader, concurrency, meta_override=judge.meta_override),
+        progress,
+    )
     with (
-        _shown(progress, f"output={str(output)!r} is left as it was"),
+        shown_grading(progress, f"output={str(output)!r} is left as it was"),
         replacing(output) as temporary,
         RowWriter(temporary) as writer,
     ):
