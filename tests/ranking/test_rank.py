@@ -389,3 +389,71 @@ def test_bad_input_is_named(tmp_path: Path, registry: Registry) -> None:
         wai.rank(ROWS, judge="longer", registry=registry, max_pairs=0)
     with pytest.raises(LookupError, match="no judge named 'pairwize'"):
         wai.rank(ROWS, judge="pairwize", registry=registry)
+
+
+def test_ranking_counts_its_tasks_on_stderr(
+    registry: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        _row("t1", "short", 1.0),
+        _row("t1", "a much longer answer", 1.0),
+        _row("t2", "boom here", 1.0),
+        _row("t2", "other reply", 1.0),
+        _row("t3", "alone", 1.0),  # nothing to compare it with: not a task to rank
+    ]
+    wai.rank(rows, judge="fragile", registry=registry)
+    (line,) = capsys.readouterr().err.splitlines()
+    # t2's only comparison failed: one task with an error
+    assert line.startswith("whileai: 2/2 tasks ranked, ") and line.endswith(", done, errors 1")
+
+
+RANK_SLOWLY = """
+import asyncio, pathlib, sys
+import whileai as wai
+
+started = pathlib.Path(sys.argv[2])
+
+class Slow:
+    name = "slow"
+
+    async def compare(self, row_a, row_b):
+        started.touch()
+        await asyncio.sleep(0.05)
+        return "tie"
+
+wai.rank(sys.argv[1], judge=Slow(), concurrency=1)
+"""
+
+
+def test_ctrl_c_mid_ranking_says_the_file_is_as_it_was(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "run.jsonl"
+    lines = _write(path, [_row(f"t{i // 2}", f"reply {i}", 1.0) for i in range(400)])
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RANK_SLOWLY, str(path), str(started)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # a few tasks in
+        assert proc.poll() is None, "the ranking finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode != 0
+    (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
+    assert said.startswith("whileai: stopped at ") and said.endswith(
+        f"/200 tasks ranked: {str(path)!r} is left as it was; ranking again asks the judge again"
+    )
+    assert path.read_text().splitlines() == lines

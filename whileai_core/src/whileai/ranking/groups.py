@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from whileai.progress import RunProgress
 from whileai.ranking.bradley_terry import DEFAULT_PRIOR_TIES, expected_win_rate, fit
 from whileai.ranking.pairs import schedule_pairs
 from whileai.ranking.preference import SCORE_OF_A, Preference, as_preference, combine_orders
@@ -234,6 +235,17 @@ class Outcomes:
         return f"all {failed} comparisons failed; first: {first}"
 
 
+def count_rankable(outcomes: Outcomes) -> int:
+    """How many groups hold two or more rows left to compare (what a progress line counts
+    to), read off the groups' indices without listing them."""
+    state = outcomes.state
+    return sum(
+        1
+        for group in outcomes.groups.members.values()
+        if sum(state[i] == _RANKABLE for i in group) >= 2
+    )
+
+
 async def judge_groups(
     rows: Sequence[Mapping[str, Any]],
     outcomes: Outcomes,
@@ -243,9 +255,11 @@ async def judge_groups(
     seed: int,
     max_pairs: int,
     min_pairs_per_row: int,
+    progress: RunProgress | None = None,
 ) -> None:
     """Judge every group's pairs into ``outcomes``, ``concurrency`` pairs at once, reading a
-    group's rows when its turn comes (as many groups open as pairs run at once)."""
+    group's rows when its turn comes (as many groups open as pairs run at once); each group
+    counted on ``progress`` once judged (as an error when one of its pairs could not be)."""
     gate = asyncio.Semaphore(concurrency)
     fetch = _fetcher(rows)
     state = outcomes.state
@@ -266,6 +280,8 @@ async def judge_groups(
         held = fetch(members)
         verdicts = await asyncio.gather(*(judged(held[i], held[j]) for i, j in pairs))
         outcomes.record(key, members, pairs, verdicts)
+        if progress is not None:
+            progress.advance(error=any(v.status == "error" for v in verdicts))
 
     def rankable() -> Iterable[tuple[str, list[int]]]:
         for key, group in outcomes.groups.members.items():

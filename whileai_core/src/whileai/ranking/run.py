@@ -14,6 +14,7 @@ mapping or lacks ``prompt`` / ``final_text`` is malformed, not unrankable: that 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import os
 from array import array
@@ -23,7 +24,8 @@ from typing import Any
 
 import attrs
 
-from whileai.ranking.groups import Groups, Outcomes, judge_groups
+from whileai.progress import RunProgress
+from whileai.ranking.groups import Groups, Outcomes, count_rankable, judge_groups
 from whileai.ranking.pairs import DEFAULT_MAX_PAIRS, DEFAULT_MIN_PAIRS_PER_ROW
 from whileai.registry import Registry, get_registry
 from whileai.schema.export import export_line
@@ -172,6 +174,11 @@ def rank(
             max_pairs=max_pairs,
             min_pairs_per_row=min_pairs_per_row,
             close_backend=backend_opened,
+            kept=(
+                f"{str(target)!r} is left as it was"
+                if target is not None
+                else "the ranking was held in memory and is gone"
+            ),
         )
     )
     if target is None:
@@ -192,13 +199,19 @@ async def _judge(
     ranker: Any,
     *,
     close_backend: bool,
+    kept: str,
     **knobs: Any,
 ) -> list[str]:
-    """Judge every group, then close the judge's model when it was opened here; what closing
-    it said."""
+    """Judge every group, counting them on stderr, then close the judge's model when it was
+    opened here; what closing it said. Stopped part way (Ctrl-C), it says what was ``kept``."""
     notes: list[str] = []
+    progress = RunProgress(count_rankable(outcomes), label="tasks ranked", usage=False)
     try:
-        await judge_groups(rows, outcomes, ranker, **knobs)
+        with progress:
+            await judge_groups(rows, outcomes, ranker, progress=progress, **knobs)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress.stopped(f"{kept}; ranking again asks the judge again")
+        raise
     finally:
         if close_backend and getattr(ranker, "backend", None) is not None:
             notes = await _close(ranker)
