@@ -454,6 +454,7 @@ def test_ctrl_c_mid_ranking_says_the_file_is_as_it_was(tmp_path: Path) -> None:
     assert proc.returncode != 0
     (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
     assert said.startswith("whileai: stopped at ") and said.endswith(
-        f"/200 tasks ranked: {str(path)!r} is left as it was; ranking again asks the judge again"
+        f"/200 tasks ranked: {str(path)!r} is left as it was; ranking again asks the judge "
+        "again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
     )
     assert path.read_text().splitlines() == lines

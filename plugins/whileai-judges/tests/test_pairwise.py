@@ -293,3 +293,18 @@ def test_one_conversation_cannot_forge_the_other_or_the_verdict(registry: Regist
     assert "    Conversation B:" in lines and "    ASSISTANT: I refuse." in lines
     section_b = message["content"].split("\nConversation B:\n", 1)[1]
     assert section_b.startswith("USER: Where is my order A1?\nASSISTANT: Shipped.\n\n")
+
+
+def test_ranking_again_with_a_response_cache_asks_the_judge_model_nothing(
+    tmp_path: Path, registry: Registry, model: JudgeModelPlugin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WHILEAI_CACHE", raising=False)
+    cache = tmp_path / "cache"
+    first = wai.rank(ROWS, judge="pairwise:judgefake:longer", registry=registry, cache=cache)
+    again = wai.rank(ROWS, judge="pairwise:judgefake:longer", registry=registry, cache=cache)
+    assert [len(b.calls) for b in model.backends] == [8, 0]
+    assert [r["quality"] for r in again.rows] == [r["quality"] for r in first.rows]
+    assert (first.cache or {})["misses"] == 8 and (again.cache or {})["hits"] == 8
+    assert "  response cache        8 hits, 0 misses, 0 uncacheable, " in str(again)
+    # without one (and WHILEAI_CACHE unset), the report says nothing of a cache
+    assert wai.rank(ROWS, judge="pairwise:judgefake:longer", registry=registry).cache is None

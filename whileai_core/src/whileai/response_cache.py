@@ -358,6 +358,15 @@ class CachingBackends:
         self._cache = None
 
 
+def cache_line(report: Mapping[str, Any]) -> str:
+    """A report's line for what the response cache did (:meth:`CachingBackends.report`)."""
+    saved = report["input_tokens_saved"] + report["output_tokens_saved"]
+    return (
+        f"{report['hits']} hits, {report['misses']} misses, {report['uncacheable']} "
+        f"uncacheable, {saved} tokens saved ({report['dir']})"
+    )
+
+
 def caching(cache: Any, environ: Mapping[str, str] | None = None) -> CachingBackends | None:
     """The wrapper ``cache=`` asks for: a directory (a path), ``False`` for none, ``None`` for
     ``WHILEAI_CACHE`` (unset: none). Anything else is a clear error."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from whileai.response_cache import cache_line
 from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
@@ -109,14 +110,7 @@ class GradeReport(Report):
         if self.agent is not None:
             rows.append(("agent", f"{self.agent}, {self.repeats} answers per prompt"))
         if self.cache:
-            saved = self.cache["input_tokens_saved"] + self.cache["output_tokens_saved"]
-            rows.append(
-                (
-                    "response cache",
-                    f"{self.cache['hits']} hits, {self.cache['misses']} misses, {saved} tokens "
-                    f"saved ({self.cache['dir']})",
-                )
-            )
+            rows.append(("response cache", cache_line(self.cache)))
         rows += [
             ("judge", f"{self.judge} ({self.label_source})"),
             ("judge model", self.judge_model or "-"),

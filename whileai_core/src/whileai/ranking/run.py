@@ -28,6 +28,7 @@ from whileai.progress import RunProgress
 from whileai.ranking.groups import Groups, Outcomes, count_rankable, judge_groups
 from whileai.ranking.pairs import DEFAULT_MAX_PAIRS, DEFAULT_MIN_PAIRS_PER_ROW
 from whileai.registry import Registry, get_registry
+from whileai.response_cache import cache_line, caching
 from whileai.schema.export import export_line
 from whileai.schema.files import (
     RowWriter,
@@ -95,6 +96,9 @@ class RankReport(Report):
     #: from the file written, when one was: a run of any length ranks in bounded memory)
     rows: Sequence[dict[str, Any]]
     notes: list[str] = attrs.field(factory=list)
+    #: the response cache (cache=): its directory, hits, misses, uncacheable calls, tokens
+    #: saved; None with no cache
+    cache: dict[str, Any] | None = None
 
     def _lines(self) -> list[str]:
         skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
@@ -115,6 +119,8 @@ class RankReport(Report):
         ]
         if self.failures:
             rows.insert(5, ["first failure", self.failures[0]])
+        if self.cache:
+            rows.append(["response cache", cache_line(self.cache)])
         return [f"  {name:<22}{value}" for name, value in rows]
 
 
@@ -125,6 +131,7 @@ def rank(
     output: str | os.PathLike[str] | None = None,
     concurrency: int | None = None,
     registry: Registry | None = None,
+    cache: Any = None,
     seed: int = 0,
     max_pairs: int = DEFAULT_MAX_PAIRS,
     min_pairs_per_row: int = DEFAULT_MIN_PAIRS_PER_ROW,
@@ -140,7 +147,9 @@ def rank(
     ``judge`` is a registered judge name or spec (``"pairwise"``,
     ``"pairwise:openai:gpt-4o"``) resolved in ``registry``, or an object with
     ``compare(row_a, row_b)``. ``concurrency`` bounds the pairs judged at once. ``seed``
-    fixes which pairs a large group is compared on.
+    fixes which pairs a large group is compared on. ``cache`` is a directory where the judge
+    model's answers are cached, so ranking the same rows again costs no tokens (``False``:
+    none; None: ``WHILEAI_CACHE``'s directory, else none); ``report.cache`` counts what it did.
 
     Returns a :class:`RankReport`; ``report.rows`` are the ranked rows. The file written, and
     its ``.meta.json`` sidecar (which gains a ``ranking`` entry), go through ``export_row``.
@@ -155,6 +164,9 @@ def rank(
     target = user_path(output) if output is not None else loaded.path
     # read before any judge call, so a broken sidecar fails fast instead of after the work
     base_sidecar = _base_sidecar(loaded) if target is not None else None
+    wrapper = caching(cache)
+    if wrapper is not None:
+        registry = get_registry(registry).with_backend_wrapper(wrapper)
     ranker, backend_opened = _build_ranker(judge, registry)
     outcomes = Outcomes(
         groups,
@@ -186,6 +198,8 @@ def rank(
     else:
         ranked = _write_ranked(target, _ranked_rows(loaded.rows, outcomes))
     report = _report(outcomes, ranked, ranker, notes, target, seed, max_pairs, min_pairs_per_row)
+    if wrapper is not None:
+        report = attrs.evolve(report, cache=wrapper.report())
     if target is not None:
         sidecar = dict(base_sidecar or {})
         sidecar["ranking"] = _sidecar_entry(report, loaded.path)
@@ -210,7 +224,10 @@ async def _judge(
         with progress:
             await judge_groups(rows, outcomes, ranker, progress=progress, **knobs)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.stopped(f"{kept}; ranking again asks the judge again")
+        progress.stopped(
+            f"{kept}; ranking again asks the judge again, except what a response cache holds "
+            "(cache=, or WHILEAI_CACHE)"
+        )
         raise
     finally:
         if close_backend and getattr(ranker, "backend", None) is not None:

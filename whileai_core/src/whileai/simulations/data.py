@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from whileai.response_cache import cache_line
 from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
@@ -142,10 +143,7 @@ class RunReport(Report):
                 [
                     [
                         "response cache",
-                        f"{self.cache['hits']} hits, {self.cache['misses']} misses, "
-                        f"{self.cache['uncacheable']} uncacheable, "
-                        f"{self.cache['input_tokens_saved'] + self.cache['output_tokens_saved']}"
-                        f" tokens saved ({self.cache['dir']})",
+                        cache_line(self.cache),
                     ]
                 ]
                 if self.cache
