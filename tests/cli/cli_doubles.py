@@ -1,6 +1,7 @@
 """Backends a CLI test's config names through ``plugins = ["cli_doubles:Doubles"]``: the
-scripted support agent (``support``), a pleased customer (``customer``), and an agent whose
-calls fail while ``FAILING`` is set (``flaky``), as a server that was down would."""
+scripted support agent (``support``, and ``slow-support``, 50 ms a call), a pleased customer
+(``customer``), and an agent whose calls fail while ``FAILING`` is set (``flaky``), as a
+server that was down would."""
 
 from __future__ import annotations
 
@@ -42,5 +43,6 @@ class Doubles:
     @hookimpl
     def whileai_register_backends(self, register: Any) -> None:
         register("support", lambda argument=None, **_: ScriptedSupportAgent())
+        register("slow-support", lambda argument=None, **_: ScriptedSupportAgent(0.05))
         register("flaky", lambda argument=None, **_: Flaky())
         register("customer", lambda argument=None, **_: PleasedUser("customer:pleased"))

@@ -536,3 +536,59 @@ def test_export_writes_a_rows_file_as_training_data(
     code, _, err = cli(capsys, "export", str(broken), "--output", str(groups))
     assert code == 1 and err.count("\n") == 1 and "broken.jsonl, line 1" in err
     assert len(groups.read_text().splitlines()) == 3  # left as it was
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_it_resumes(tmp_path: Path) -> None:
+    # a scheduler preempting the job sends SIGTERM: the run says what is on disk and how to
+    # go on, and its sidecar says it did not finish
+    import os
+    import subprocess
+    import sys
+    import time
+
+    path = config(tmp_path, "preempted", agent="slow-support")
+    out = tmp_path / "preempted.jsonl"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "whileai.cli", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and len(out.read_bytes().splitlines()) >= 2:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished before it could be stopped"
+        proc.terminate()  # SIGTERM
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == 1
+    on_disk = len(out.read_bytes().splitlines())
+    assert 2 <= on_disk < 12 and out.read_bytes().endswith(b"\n")
+    assert err.splitlines()[-2:] == [
+        f"whileai: stopped at {on_disk}/12 rollouts: the {on_disk} finished are in "
+        f"output={str(out)!r}; the same simulate() call with resume=True, or whileai run "
+        "CONFIG.toml --resume, continues it with the rest",
+        "whileai run: interrupted",
+    ]
+    assert json.loads(out.with_suffix(".meta.json").read_text())["complete"] is False
+    done = subprocess.run(
+        [sys.executable, "-m", "whileai.cli", "run", str(path), "--resume"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    keys = [json.loads(line)["lineage"]["rollout_key"] for line in out.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 12

@@ -10,9 +10,14 @@ a ``*_command(args) -> int``. Exit codes: 0 the work was done, 1 the work (or a 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from whileai.commands.common import FAILED, USAGE, UsageError
 
@@ -163,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from whileai.registry import UnknownPluginError
 
     try:
-        return func(args)
+        with _sigterm_as_ctrl_c():
+            return func(args)
     except (UsageError, UnknownPluginError) as exc:
         # a name, path or key the command cannot use: misuse, said in one line
         if args.debug:
@@ -178,6 +184,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"whileai {args.command}: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return FAILED
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """While a command runs, SIGTERM (a scheduler preempting a job, ``kill``) stops it as
+    Ctrl-C does: a run says what is on disk and how to resume, its backends, worlds and
+    workers close, and the sidecar says it did not finish. Sent on as SIGINT, so inside the
+    event loop asyncio's own handler cancels the run where it waits, never mid-write."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def as_ctrl_c(signum: int, frame: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _one_line(exc: BaseException) -> str:
