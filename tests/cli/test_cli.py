@@ -592,3 +592,42 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_it_resumes(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     keys = [json.loads(line)["lineage"]["rollout_key"] for line in out.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 12
+
+
+def test_sigterm_still_ends_a_run_started_with_ctrl_c_ignored(tmp_path: Path) -> None:
+    # a script's background job (nohup, `cmd &`) starts with SIGINT ignored: SIGTERM must not
+    # be handed on to a signal that is dropped
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = config(tmp_path, "background", agent="slow-support")
+    out = tmp_path / "background.jsonl"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "whileai.cli", "run", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and out.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished before it could be stopped"
+        proc.terminate()  # SIGTERM
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGTERM
+    assert json.loads(out.with_suffix(".meta.json").read_text())["complete"] is False

@@ -197,6 +197,12 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         return
 
     def as_ctrl_c(signum: int, frame: Any) -> None:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # started with Ctrl-C ignored (a background job of a script, nohup): SIGINT
+            # would be dropped, so SIGTERM ends the process as it would have
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, as_ctrl_c)
