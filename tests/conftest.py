@@ -5,18 +5,24 @@ registered through the real hooks: the same path a third-party package takes, mi
 entry point. ``installed_dist`` writes a real ``*.dist-info`` with entry points onto
 ``sys.path``, so entry-point loading is exercised without installing anything. ``walked``
 makes a list of rows that counts how often it is walked: a file's rows are parsed on every
-walk, so a measurement's walks are counted, not timed.
+walk, so a measurement's walks are counted, not timed. ``interrupt`` starts a command, waits
+until it is part way (a condition of the test's), and stops it with a signal, as a person or a
+scheduler would.
 """
 
 from __future__ import annotations
 
 import importlib
+import signal
+import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from whileai import hookimpl
@@ -115,3 +121,42 @@ def _forget_fake_modules() -> Iterator[None]:
     for name in set(sys.modules) - before:
         if name.startswith("fake_whileai_"):
             del sys.modules[name]
+
+
+@attrs.frozen
+class Stopped:
+    """How a command stopped by :func:`interrupt` ended."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _interrupt(
+    argv: list[str],
+    part_way: Callable[[], bool],
+    sig: int = signal.SIGINT,
+    **popen: Any,
+) -> Stopped:
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not part_way():
+            time.sleep(0.01)
+        assert proc.poll() is None, "the command finished before it could be stopped"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    return Stopped(proc.returncode, out, err)
+
+
+@pytest.fixture
+def interrupt() -> Callable[..., Stopped]:
+    """``interrupt(argv, part_way, sig=SIGINT, **popen)``: run ``argv``, send ``sig`` once
+    ``part_way()`` holds, and return how it ended (no process is left behind)."""
+    return _interrupt

@@ -4,11 +4,9 @@ loop of their own in a worker thread, and an interrupt of the notebook stops the
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,28 +65,17 @@ except KeyboardInterrupt:
 """
 
 
-def test_interrupting_a_notebook_cell_stops_the_run_it_started(tmp_path: Path) -> None:
+def test_interrupting_a_notebook_cell_stops_the_run_it_started(
+    tmp_path: Path, interrupt: Any
+) -> None:
     out = tmp_path / "run.jsonl"
-    proc = subprocess.Popen(
+    # SIGINT is what the notebook's stop button sends
+    stopped = interrupt(
         [sys.executable, "-c", NOTEBOOK, str(out), str(SIMULATIONS)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        lambda: out.exists() and len(out.read_bytes().splitlines()) >= 8,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.exists() and len(out.read_bytes().splitlines()) >= 8:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run finished before it could be interrupted"
-        proc.send_signal(signal.SIGINT)  # the notebook's stop button
-        stdout, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert stdout == "the cell was interrupted\n"
+    assert stopped.stdout == "the cell was interrupted\n"
+    err = stopped.stderr
     on_disk = len(out.read_bytes().splitlines())
     # the run stopped where it was (before, it played on to its 200th rollout), said so, and
     # its sidecar says it did not finish

@@ -538,96 +538,59 @@ def test_export_writes_a_rows_file_as_training_data(
     assert len(groups.read_text().splitlines()) == 3  # left as it was
 
 
-def test_sigterm_stops_a_run_as_ctrl_c_does_and_it_resumes(tmp_path: Path) -> None:
+def stopped_part_way(tmp_path: Path, name: str, interrupt: Any, **popen: Any) -> Any:
+    """``whileai run`` of a slow run in a process of its own, sent SIGTERM once two rows are
+    on disk: how it ended."""
+    import os
+    import signal
+    import sys
+
+    out = tmp_path / f"{name}.jsonl"
+    return interrupt(
+        [sys.executable, "-m", "whileai.cli", "run", str(config(tmp_path, name, "slow-support"))],
+        lambda: out.exists() and out.read_bytes().count(b"\n") >= 2,
+        signal.SIGTERM,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        },
+        **popen,
+    )
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_it_resumes(tmp_path: Path, interrupt: Any) -> None:
     # a scheduler preempting the job sends SIGTERM: the run says what is on disk and how to
     # go on, and its sidecar says it did not finish
-    import os
-    import subprocess
-    import sys
-    import time
-
-    path = config(tmp_path, "preempted", agent="slow-support")
+    stopped = stopped_part_way(tmp_path, "preempted", interrupt)
     out = tmp_path / "preempted.jsonl"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "whileai.cli", "run", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.exists() and len(out.read_bytes().splitlines()) >= 2:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run finished before it could be stopped"
-        proc.terminate()  # SIGTERM
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == 1
+    assert stopped.returncode == 1
     on_disk = len(out.read_bytes().splitlines())
     assert 2 <= on_disk < 12 and out.read_bytes().endswith(b"\n")
-    assert err.splitlines()[-2:] == [
+    assert stopped.stderr.splitlines()[-2:] == [
         f"whileai: stopped at {on_disk}/12 rollouts: the {on_disk} finished are in "
         f"output={str(out)!r}; the same simulate() call with resume=True, or whileai run "
         "CONFIG.toml --resume, continues it with the rest",
         "whileai run: interrupted",
     ]
     assert json.loads(out.with_suffix(".meta.json").read_text())["complete"] is False
-    done = subprocess.run(
-        [sys.executable, "-m", "whileai.cli", "run", str(path), "--resume"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    assert main(["run", str(tmp_path / "preempted.toml"), "--resume"]) == 0
     keys = [json.loads(line)["lineage"]["rollout_key"] for line in out.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 12
 
 
-def test_sigterm_still_ends_a_run_started_with_ctrl_c_ignored(tmp_path: Path) -> None:
+def test_sigterm_still_ends_a_run_started_with_ctrl_c_ignored(
+    tmp_path: Path, interrupt: Any
+) -> None:
     # a script's background job (nohup, `cmd &`) starts with SIGINT ignored: SIGTERM must not
     # be handed on to a signal that is dropped
-    import os
     import signal
-    import subprocess
-    import sys
-    import time
 
-    path = config(tmp_path, "background", agent="slow-support")
-    out = tmp_path / "background.jsonl"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "whileai.cli", "run", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
+    stopped = stopped_part_way(
+        tmp_path,
+        "background",
+        interrupt,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.exists() and out.read_bytes().count(b"\n") >= 2:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run finished before it could be stopped"
-        proc.terminate()  # SIGTERM
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGTERM
-    assert json.loads(out.with_suffix(".meta.json").read_text())["complete"] is False
+    assert stopped.returncode == -signal.SIGTERM
+    sidecar = json.loads((tmp_path / "background.meta.json").read_text())
+    assert sidecar["complete"] is False

@@ -347,31 +347,14 @@ wai.evaluate(slow_agent, [f"question {i}" for i in range(100)], repeats=4, concu
 
 
 def test_ctrl_c_mid_evaluation_says_what_was_lost_and_what_asking_again_costs(
-    tmp_path: Any,
+    tmp_path: Any, interrupt: Any
 ) -> None:
-    import signal
-    import subprocess
     import sys
-    import time
 
     started = tmp_path / "started"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", ANSWER_SLOWLY, str(started)], stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)  # a few answers in
-        assert proc.poll() is None, "the evaluation finished before it could be interrupted"
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode != 0
-    (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
+    stopped = interrupt([sys.executable, "-c", ANSWER_SLOWLY, str(started)], started.exists)
+    assert stopped.returncode != 0
+    (said,) = [x for x in stopped.stderr.splitlines() if x.startswith("whileai: stopped")]
     assert said.startswith("whileai: stopped at ") and said.endswith(
         "/400 answers: the answers were held in memory and are gone; evaluating again asks the "
         "agent again, except what a response cache holds (cache=, or WHILEAI_CACHE)"

@@ -201,36 +201,20 @@ wai.grade(sys.argv[1], slow_judge, output=sys.argv[2], concurrency=1)
 
 
 def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_what_grading_again_costs(
-    tmp_path: Path,
+    tmp_path: Path, interrupt: Any
 ) -> None:
-    import signal
-    import subprocess
     import sys
-    import time
 
     source = rows_file(tmp_path / "answers.jsonl", 400, 1)
     out = tmp_path / "graded.jsonl"
     out.write_text("the rows graded yesterday\n")
     started = tmp_path / "started"
-    proc = subprocess.Popen(
+    stopped = interrupt(
         [sys.executable, "-c", GRADE_SLOWLY, str(source), str(out), str(started)],
-        stderr=subprocess.PIPE,
-        text=True,
+        started.exists,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)  # a few rows graded
-        assert proc.poll() is None, "the grading finished before it could be interrupted"
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode != 0
-    (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
+    assert stopped.returncode != 0
+    (said,) = [x for x in stopped.stderr.splitlines() if x.startswith("whileai: stopped")]
     assert said.startswith("whileai: stopped at ") and said.endswith(
         f"/400 rows graded: output={str(out)!r} is left as it was; grading again asks the "
         "judge again, except what a response cache holds (cache=, or WHILEAI_CACHE)"

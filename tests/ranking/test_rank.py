@@ -425,34 +425,17 @@ wai.rank(sys.argv[1], judge=Slow(), concurrency=1)
 """
 
 
-def test_ctrl_c_mid_ranking_says_the_file_is_as_it_was(tmp_path: Path) -> None:
-    import signal
-    import subprocess
+def test_ctrl_c_mid_ranking_says_the_file_is_as_it_was(tmp_path: Path, interrupt: Any) -> None:
     import sys
-    import time
 
     path = tmp_path / "run.jsonl"
     lines = _write(path, [_row(f"t{i // 2}", f"reply {i}", 1.0) for i in range(400)])
     started = tmp_path / "started"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RANK_SLOWLY, str(path), str(started)],
-        stderr=subprocess.PIPE,
-        text=True,
+    stopped = interrupt(
+        [sys.executable, "-c", RANK_SLOWLY, str(path), str(started)], started.exists
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)  # a few tasks in
-        assert proc.poll() is None, "the ranking finished before it could be interrupted"
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode != 0
-    (said,) = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
+    assert stopped.returncode != 0
+    (said,) = [x for x in stopped.stderr.splitlines() if x.startswith("whileai: stopped")]
     assert said.startswith("whileai: stopped at ") and said.endswith(
         f"/200 tasks ranked: {str(path)!r} is left as it was; ranking again asks the judge "
         "again, except what a response cache holds (cache=, or WHILEAI_CACHE)"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,34 +84,26 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert keys[: len(before)] == before  # rows written before the kill are kept as they were
 
 
-def test_ctrl_c_mid_run_says_what_is_on_disk_and_how_to_go_on(tmp_path: Path) -> None:
+def test_ctrl_c_mid_run_says_what_is_on_disk_and_how_to_go_on(
+    tmp_path: Path, interrupt: Any
+) -> None:
     out = tmp_path / "run.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    # SIGINT is what Ctrl-C sends
+    stopped = interrupt(
+        [sys.executable, str(SCRIPT), str(out)],
+        lambda: out.exists() and len(out.read_bytes().splitlines()) >= 8,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.exists() and len(out.read_bytes().splitlines()) >= 8:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run finished before it could be interrupted"
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode != 0
+    assert stopped.returncode != 0
     on_disk = len(out.read_bytes().splitlines())
     assert 8 <= on_disk < PLANNED and out.read_bytes().endswith(b"\n")
-    said = [line for line in err.decode().splitlines() if line.startswith("whileai: stopped")]
+    err = stopped.stderr
+    said = [line for line in err.splitlines() if line.startswith("whileai: stopped")]
     assert said == [
         f"whileai: stopped at {on_disk}/{PLANNED} rollouts: the {on_disk} finished are in "
         f"output={str(out)!r}; the same simulate() call with resume=True, or whileai run "
         "CONFIG.toml --resume, continues it with the rest"
     ]
-    assert err.decode().rstrip().endswith("KeyboardInterrupt")
+    assert err.rstrip().endswith("KeyboardInterrupt")
     assert json.loads((tmp_path / "run.meta.json").read_text())["complete"] is False
     resumed(out)
 
