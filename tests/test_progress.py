@@ -68,3 +68,13 @@ def test_progress_shows_the_backends_retries_before_any_rollout_finishes() -> No
         progress.advance(retries=2)  # a finished rollout's retries are among those seven
         assert progress.retries == 7
     assert "retries 7" in screen.getvalue()
+
+
+def test_a_stop_note_names_the_cache_variable_a_person_sets() -> None:
+    from whileai.progress import asking_again
+    from whileai.response_cache import CACHE_ENV
+
+    assert asking_again("grading", "judge") == (
+        f"grading again asks the judge again, except what a response cache holds (cache=, or "
+        f"{CACHE_ENV})"
+    )

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
-from whileai.progress import RunProgress
+from whileai.progress import RunProgress, asking_again
 from whileai.registry import Registry, UnknownPluginError
 from whileai.schema.records import RowError
 from whileai.scoring import (
@@ -252,10 +252,7 @@ async def grade_each(
 
 
 #: What grading again costs, said when a grading pass is stopped part way.
-GRADING_AGAIN = (
-    "grading again asks the judge again, except what a response cache holds (cache=, or "
-    "WHILEAI_CACHE)"
-)
+GRADING_AGAIN = asking_again("grading", "judge")
 
 
 def grading_progress(total: int) -> RunProgress:

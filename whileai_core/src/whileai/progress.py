@@ -26,6 +26,16 @@ from rich.progress import (
 PLAIN_EVERY_S = 10.0
 
 
+def asking_again(doing: str, asked: str) -> str:
+    """What doing a stopped pass again costs, for its stop note:
+    ``asking_again("grading", "judge")``. (``WHILEAI_CACHE`` is
+    :data:`whileai.response_cache.CACHE_ENV`, named here as a person sets it.)"""
+    return (
+        f"{doing} again asks the {asked} again, except what a response cache holds (cache=, "
+        "or WHILEAI_CACHE)"
+    )
+
+
 class RunProgress:
     """A progress display for one run: live on a terminal, a periodic plain line otherwise
     (``plain=False`` silences that; ``clock`` is for tests)."""

@@ -29,7 +29,7 @@ from whileai.judging.grade import (
     scored_from,
 )
 from whileai.judging.scored import ScoredData
-from whileai.progress import RunProgress
+from whileai.progress import RunProgress, asking_again
 from whileai.registry import Registry, get_registry
 from whileai.schema.records import RowError, prompt_hash
 from whileai.schema.source import RowSource
@@ -254,8 +254,8 @@ async def _run(
                 )
         except (asyncio.CancelledError, KeyboardInterrupt):
             progress.stopped(
-                "the answers were held in memory and are gone; evaluating again asks the "
-                "agent again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
+                "the answers were held in memory and are gone; "
+                + asking_again("evaluating", "agent")
             )
             raise
         texts = [

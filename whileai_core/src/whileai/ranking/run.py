@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from whileai.progress import RunProgress
+from whileai.progress import RunProgress, asking_again
 from whileai.ranking.groups import Groups, Outcomes, count_rankable, judge_groups
 from whileai.ranking.pairs import DEFAULT_MAX_PAIRS, DEFAULT_MIN_PAIRS_PER_ROW
 from whileai.registry import Registry, get_registry
@@ -224,10 +224,7 @@ async def _judge(
         with progress:
             await judge_groups(rows, outcomes, ranker, progress=progress, **knobs)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.stopped(
-            f"{kept}; ranking again asks the judge again, except what a response cache holds "
-            "(cache=, or WHILEAI_CACHE)"
-        )
+        progress.stopped(f"{kept}; {asking_again('ranking', 'judge')}")
         raise
     finally:
         if close_backend and getattr(ranker, "backend", None) is not None:
