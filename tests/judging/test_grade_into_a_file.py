@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import whileai as wai
-from whileai.graders import AHEAD_PER_SLOT, graded_in_order, resolve_grader
+from whileai.graders import AHEAD_PER_SLOT, grade_each, graded_in_order, resolve_grader
 
 
 def rows_file(path: Path, n: int, padding: int, *, graded: bool = False) -> Path:
@@ -221,3 +221,31 @@ def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_what_grading_again_
     )
     assert out.read_text() == "the rows graded yesterday\n"
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_grading_pass_in_memory_stopped_part_way_says_its_rows_are_gone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # wai.grade without output= and data.grade(judge=) grade in memory: a task cancelled part
+    # way (the cell's interrupt, a timeout around it) says what it lost and what again costs
+    rows = [{"prompt": f"q{i}", "final_text": str(i)} for i in range(200)]
+
+    async def slow(prompt: str, completion: str) -> float:
+        await asyncio.sleep(0.01)
+        return 1.0
+
+    async def stop_part_way() -> None:
+        grading = asyncio.ensure_future(
+            grade_each(rows, resolve_grader(slow, wai.Registry.from_plugins()), 4)
+        )
+        await asyncio.sleep(0.2)
+        grading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await grading
+
+    asyncio.run(stop_part_way())
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("whileai: stop")]
+    assert line.startswith("whileai: stopped at ") and line.endswith(
+        "/200 rows graded: the graded rows were held in memory and are gone; grading again "
+        "asks the judge again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
+    )
