@@ -14,16 +14,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import (
-    AsyncGenerator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -246,7 +238,7 @@ async def grade_each(
     graded = counted_grading(
         graded_in_order(rows, grader, concurrency, meta_override=meta_override), progress
     )
-    with shown_grading(progress, "the graded rows were held in memory and are gone"):
+    with progress.shown(f"the graded rows were held in memory and are gone; {GRADING_AGAIN}"):
         async with aclosing(graded):
             return [row async for _, row in graded]
 
@@ -259,18 +251,6 @@ def grading_progress(total: int) -> RunProgress:
     """The progress line of a grading pass: rows graded and judge errors (a judge model's
     pass over a long run takes a while)."""
     return RunProgress(total, label="rows graded", usage=False)
-
-
-@contextmanager
-def shown_grading(progress: RunProgress, kept: str) -> Iterator[None]:
-    """``progress`` shown while the block runs; a block stopped part way (Ctrl-C, a cancelled
-    task) says what was ``kept`` and what grading again costs, before the traceback."""
-    try:
-        with progress:
-            yield
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.stopped(f"{kept}; {GRADING_AGAIN}")
-        raise
 
 
 async def counted_grading(

@@ -7,9 +7,11 @@ silent; stdout is left alone, so ``--json`` output stays JSON.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from rich.progress import (
@@ -132,12 +134,22 @@ class RunProgress:
         if self.plain and self._clock() - self._last_line >= PLAIN_EVERY_S:
             self._write_line()
 
-    def stopped(self, said: str) -> None:
-        """Say, once the display is closed, what a job stopped part way (Ctrl-C, a cancelled
-        task) left and how to go on: before the traceback, so a person hours in reads what
-        is safe."""
-        self.stream.write(f"whileai: stopped at {self.done}/{self.total} {self.label}: {said}\n")
-        self.stream.flush()
+    @contextmanager
+    def shown(self, if_stopped: str | Callable[[], str]) -> Iterator[RunProgress]:
+        """This display while the block runs. A block stopped part way (Ctrl-C, a cancelled
+        task) says, once the display is closed and before the traceback, what it left and
+        how to go on (``if_stopped``, or what it returns then), so a person hours in reads
+        what is safe."""
+        try:
+            with self:
+                yield self
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            said = if_stopped() if callable(if_stopped) else if_stopped
+            self.stream.write(
+                f"whileai: stopped at {self.done}/{self.total} {self.label}: {said}\n"
+            )
+            self.stream.flush()
+            raise
 
     def backend_retries(self, retries: int) -> None:
         """The retries the run's backends report so far (their ``stats``), which count calls

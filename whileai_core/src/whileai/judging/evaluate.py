@@ -239,25 +239,21 @@ async def _run(
                     prompts[i], _messages_of(templates[i]), answer_seed, sampling
                 )
             done = answer.completion
-            progress.advance(
-                error=done is None,
-                retries=done.retries if done is not None else 0,
-                tokens=(done.input_tokens or 0) + (done.output_tokens or 0) if done else 0,
-                waited_s=done.waited_s if done is not None else 0.0,
-            )
+            if done is None:
+                progress.advance(error=True)
+            else:
+                progress.advance(
+                    retries=done.retries,
+                    tokens=(done.input_tokens or 0) + (done.output_tokens or 0),
+                    waited_s=done.waited_s,
+                )
             return answer
 
-        try:
-            with progress:
-                answers = await asyncio.gather(
-                    *(one(i, r) for i in range(len(prompts)) for r in range(repeats))
-                )
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            progress.stopped(
-                "the answers were held in memory and are gone; "
-                + asking_again("evaluating", "agent")
+        lost = "the answers were held in memory and are gone; "
+        with progress.shown(lost + asking_again("evaluating", "agent")):
+            answers = await asyncio.gather(
+                *(one(i, r) for i in range(len(prompts)) for r in range(repeats))
             )
-            raise
         texts = [
             [
                 (a.completion.text if a.completion is not None else "")

@@ -15,13 +15,7 @@ from __future__ import annotations
 import inspect
 import os
 from array import array
-from collections.abc import (
-    Awaitable,
-    Callable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -32,6 +26,7 @@ from whileai.backend_use import RunBackend, close_backends
 from whileai.backends import EMBEDDED_SPEC, default_spec
 from whileai.graders import (
     DEFAULT_CONCURRENCY,
+    GRADING_AGAIN,
     LLM_GRADE_JUDGE,
     Grader,
     check_concurrency,
@@ -40,7 +35,6 @@ from whileai.graders import (
     graded_in_order,
     grading_progress,
     resolve_grader,
-    shown_grading,
 )
 from whileai.judging.scored import GradeCounts, ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
@@ -306,7 +300,7 @@ async def grade_into(
         progress,
     )
     with (
-        shown_grading(progress, f"output={str(output)!r} is left as it was"),
+        progress.shown(f"output={str(output)!r} is left as it was; {GRADING_AGAIN}"),
         replacing(output) as temporary,
         RowWriter(temporary) as writer,
     ):

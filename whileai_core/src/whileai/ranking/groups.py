@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import random
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -235,15 +235,17 @@ class Outcomes:
         return f"all {failed} comparisons failed; first: {first}"
 
 
-def count_rankable(outcomes: Outcomes) -> int:
-    """How many groups hold two or more rows left to compare (what a progress line counts
-    to), read off the groups' indices without listing them."""
+def rankable_groups(outcomes: Outcomes) -> Iterator[tuple[str, list[int]]]:
+    """Each group holding two or more rows left to compare, with those rows, read as it is
+    reached (a run's groups are never all listed at once); a row left alone in its group is
+    marked so."""
     state = outcomes.state
-    return sum(
-        1
-        for group in outcomes.groups.members.values()
-        if sum(state[i] == _RANKABLE for i in group) >= 2
-    )
+    for key, group in outcomes.groups.members.items():
+        members = [i for i in group if state[i] == _RANKABLE]
+        if len(members) == 1:
+            state[members[0]] = _ALONE
+        elif members:
+            yield key, members
 
 
 async def judge_groups(
@@ -262,7 +264,6 @@ async def judge_groups(
     counted on ``progress`` once judged (as an error when one of its pairs could not be)."""
     gate = asyncio.Semaphore(concurrency)
     fetch = _fetcher(rows)
-    state = outcomes.state
 
     async def judged(a: Mapping[str, Any], b: Mapping[str, Any]) -> Preference:
         async with gate:
@@ -283,15 +284,7 @@ async def judge_groups(
         if progress is not None:
             progress.advance(error=any(v.status == "error" for v in verdicts))
 
-    def rankable() -> Iterable[tuple[str, list[int]]]:
-        for key, group in outcomes.groups.members.items():
-            members = [i for i in group if state[i] == _RANKABLE]
-            if len(members) == 1:
-                state[members[0]] = _ALONE
-            elif members:
-                yield key, members
-
-    waiting = iter(rankable())
+    waiting = rankable_groups(outcomes)
 
     async def worker() -> None:
         # each takes the next group when it is done with one (one thread: next() is atomic)

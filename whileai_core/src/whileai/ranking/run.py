@@ -14,7 +14,6 @@ mapping or lacks ``prompt`` / ``final_text`` is malformed, not unrankable: that 
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import os
 from array import array
@@ -25,7 +24,7 @@ from typing import Any
 import attrs
 
 from whileai.progress import RunProgress, asking_again
-from whileai.ranking.groups import Groups, Outcomes, count_rankable, judge_groups
+from whileai.ranking.groups import Groups, Outcomes, judge_groups, rankable_groups
 from whileai.ranking.pairs import DEFAULT_MAX_PAIRS, DEFAULT_MIN_PAIRS_PER_ROW
 from whileai.registry import Registry, get_registry
 from whileai.response_cache import cache_line, caching
@@ -219,13 +218,11 @@ async def _judge(
     """Judge every group, counting them on stderr, then close the judge's model when it was
     opened here; what closing it said. Stopped part way (Ctrl-C), it says what was ``kept``."""
     notes: list[str] = []
-    progress = RunProgress(count_rankable(outcomes), label="tasks ranked", usage=False)
+    tasks = sum(1 for _ in rankable_groups(outcomes))
+    progress = RunProgress(tasks, label="tasks ranked", usage=False)
     try:
-        with progress:
+        with progress.shown(f"{kept}; {asking_again('ranking', 'judge')}"):
             await judge_groups(rows, outcomes, ranker, progress=progress, **knobs)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress.stopped(f"{kept}; {asking_again('ranking', 'judge')}")
-        raise
     finally:
         if close_backend and getattr(ranker, "backend", None) is not None:
             notes = await _close(ranker)

@@ -455,15 +455,12 @@ async def _run_once(
             )
         )
         try:
-            with state.progress:
+            with state.progress.shown(lambda: _what_is_kept(output, state.progress.done)):
                 await _execute_plan(
                     call, planned, state, runs_on, _describe(call, ctx), replayed_from
                 )
                 await _extra_repeats(call, planned, state, record, runs_on, ctx, replayed_from)
                 state.progress.backend_retries(retries_so_far(call.backends, before))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            state.progress.stopped(_what_is_kept(output, state.progress.done))
-            raise
         finally:
             watcher.cancel()
             if state.finished.writer is not None:
