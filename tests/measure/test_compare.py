@@ -238,7 +238,7 @@ def test_a_task_unjudged_on_one_side_is_skipped_and_said() -> None:
             r["reward"] = None
     report = wai.compare(arm(BASE), b)
     assert report.n_paired == 3 and (report.only_a, report.only_b) == (0, 0)
-    assert any("1 tasks in both arms have no reward on one side" in n for n in report.notes)
+    assert any("1 task in both arms has no reward on one side" in n for n in report.notes)
 
 
 def test_a_count_every_task_gave_alike_in_both_arms_has_no_interval_not_a_point() -> None:

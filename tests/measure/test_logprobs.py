@@ -141,7 +141,7 @@ def test_mean_kl_known_values() -> None:
     assert report.skipped == {"no ref_logprob": 1}
     assert (report.n_rows, report.n_tasks) == (4, 3)
     text = str(report)
-    assert "mean KL per token" in text and "1 rows skipped: no ref_logprob" in text
+    assert "mean KL per token" in text and "1 row skipped: no ref_logprob" in text
 
 
 def test_mean_kl_sums_steps_and_takes_another_reference_field() -> None:

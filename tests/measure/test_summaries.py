@@ -117,7 +117,7 @@ def test_trace_flag_report_warns_about_repeats() -> None:
         row("b", 1.0, markers={"f": False}),
     ]
     report = wai.trace_flag_report(rows)
-    assert any("1 tasks have repeats" in n for n in report.notes)
+    assert any("1 task has repeats" in n for n in report.notes)
 
 
 def test_refusal_report_reads_the_marker_and_detects_elsewhere() -> None:
@@ -203,7 +203,7 @@ def test_judge_trust_without_gold_says_accuracy_is_unmeasured() -> None:
     assert any("accuracy is unmeasured" in n for n in report.notes)
     unjudged = wai.judge_trust([row("a", 1.0), row("b", None)])
     assert unjudged.n_unjudged == 1 and unjudged.errors.count == 0
-    assert any("1 rows carry no reward" in n for n in unjudged.notes)
+    assert any("1 row carries no reward" in n for n in unjudged.notes)
     assert any("2 judge versions" in n for n in report.notes)
     few = wai.judge_trust([row("a", 1.0, gold_reward=1.0)])
     assert not few.floor_met and any("floor not met" in n for n in few.notes)

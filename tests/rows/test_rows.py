@@ -254,7 +254,7 @@ def test_rows_are_schema_rows() -> None:
 @pytest.mark.parametrize(
     ("completions", "message"),
     [
-        (["5"], r"completions has 1 entries for 2 prompts"),
+        (["5"], r"completions has 1 entry for 2 prompts"),
         (["5", 42], r"completions\[1\] \(prompt 1\) is a int"),
         (["5", ["42", None]], r"completions\[1\]\[1\] \(prompt 1, completion 1\) is a NoneType"),
         (["5", []], r"completions\[1\] \(prompt 1\) is empty"),
@@ -289,7 +289,7 @@ def test_bad_prompts_are_named(prompts: Any, message: str) -> None:
         ([[1, -0.1], [1, 1]], r"prompt 0, completion 1 is -0.1, outside \[0, 1\]"),
         ([[1, float("nan")], [1, 1]], r"prompt 0, completion 1 is nan"),
         ([[1, "yes"], [1, 1]], r"prompt 0, completion 1 is 'yes'; a reward is a number"),
-        ([[1, 0], [1]], r"reward\[1\] has 1 entries for the 2 completions of prompt 1"),
+        ([[1, 0], [1]], r"reward\[1\] has 1 entry for the 2 completions of prompt 1"),
         ([1, 0, 1], r"reward has 3 entries; give one per completion \(4, flat\)"),
         ([[1, 0], 1], r"reward\[1\] is 1; prompt 1 has 2 completions"),
     ],
@@ -337,11 +337,11 @@ def test_a_verifier_error_verdict_is_kept_and_warned_about() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"references": ["5"]}, r"references has 1 entries for 2 prompts"),
+        ({"references": ["5"]}, r"references has 1 entry for 2 prompts"),
         ({"task_ids": ["a", "b", "c"]}, r"task_ids has 3 entries for 2 prompts"),
         ({"task_ids": ["a", ""]}, r"task_ids\[1\] is ''"),
         ({"task_ids": ["a", None]}, r"task_ids\[1\] is None"),
-        ({"markers": [{"n": 1}]}, r"markers has 1 entries"),
+        ({"markers": [{"n": 1}]}, r"markers has 1 entry"),
         ({"markers": [{"n": 1}, "long"]}, r"markers for prompt 1, completion 0 is 'long'"),
         ({"markers": [{"n": 1}, {"n": "x"}]}, r"prompt 1, completion 0: .*marker 'n' is 'x'"),
         ({"references": "55"}, r"references must be a list"),

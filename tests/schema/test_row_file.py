@@ -80,7 +80,7 @@ def test_a_rollout_written_twice_counts_once_and_each_row_knows_its_line(tmp_pat
     # the first row given again by a second writer, after a blank line
     lines = [json.dumps(r) for r in rows] + ["", json.dumps({**rows[0], "reward": 0.0})]
     path.write_text("\n".join(lines) + "\n")
-    with pytest.warns(DuplicateRowsWarning, match="1 rows repeat a rollout already read"):
+    with pytest.warns(DuplicateRowsWarning, match="1 row repeats a rollout already read"):
         read = open_row_file(path)
     assert list(read) == rows and len(read) == 3
     assert [read.where(i) for i in range(3)] == [f"{path}, line {n}" for n in (1, 2, 3)]

@@ -147,7 +147,7 @@ def test_a_killed_runs_temporary_files_are_removed_on_the_next_open(tmp_path: An
     data = run(unique=1, repeats=1, output=str(out), resume=True)
     assert not stale.exists() and not stale_rows.exists()
     assert all(path.exists() for path in kept)
-    assert "removed 2 temporary file(s) a killed run left beside" in " ".join(data.warnings)
+    assert "removed 2 temporary files a killed run left beside" in " ".join(data.warnings)
 
 
 def test_a_run_killed_before_its_first_row_is_cleaned_up_by_the_next_run(tmp_path: Any) -> None:
@@ -173,7 +173,7 @@ def test_a_run_killed_before_its_first_row_is_cleaned_up_by_the_next_run(tmp_pat
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [f".run.meta.json.{pid}.tmp", "run.jsonl.lock"]
     data = run(unique=1, repeats=1, output=str(out))
-    assert "removed 1 temporary file(s) a killed run left beside" in " ".join(data.warnings)
+    assert "removed 1 temporary file a killed run left beside" in " ".join(data.warnings)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl", "run.meta.json"]
 
 

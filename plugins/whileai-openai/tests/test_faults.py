@@ -63,7 +63,7 @@ def test_rate_limit_and_server_errors_are_retried_and_counted(
     # the run can say it waited: the Retry-After alone was 0.2 s
     assert reply.waited_s >= 0.2
     assert stats.waited_s >= reply.waited_s
-    assert "3 retries" in stats.summary() and "1 rate-limit answers" in stats.summary()
+    assert "3 retries" in stats.summary() and "1 rate-limit answer;" in stats.summary()
 
 
 @pytest.mark.parametrize("form", ["seconds", "http-date"])

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from whileai.registry import Registry, get_registry
+from whileai.schema.wording import counted
 
 #: Environment variables that choose each role's model (a spec: ``openai:<model>``,
 #: ``vllm:<model>@<url>``, a bare URL, ``local:smollm2`` or a third-party backend name).
@@ -159,12 +160,16 @@ class BackendStats:
 
     def summary(self) -> str:
         """One sentence for a person: calls, retries, time spent waiting, errors."""
-        parts = [f"{self.calls} calls ({self.failed} failed)"]
+        parts = [f"{counted(self.calls, 'call')} ({self.failed} failed)"]
         if self.retries:
-            parts.append(f"{self.retries} retries")
+            parts.append(counted(self.retries, "retry"))
         if self.waits:
-            limited = f", {self.rate_limited} rate-limit answers" if self.rate_limited else ""
-            parts.append(f"waited {self.waited_s:.1f} s over {self.waits} pauses{limited}")
+            limited = (
+                f", {counted(self.rate_limited, 'rate-limit answer')}" if self.rate_limited else ""
+            )
+            parts.append(
+                f"waited {self.waited_s:.1f} s over {counted(self.waits, 'pause')}{limited}"
+            )
         if self.errors:
             parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())))
         return "; ".join(parts)

@@ -25,6 +25,7 @@ from whileai.schema.records import (
     prompt_hash,
     to_row,
 )
+from whileai.schema.wording import counted
 from whileai.scoring import Scorer, as_scorer, grade_batch
 
 __all__ = ["RowsWarning", "build_rows", "rows"]
@@ -100,7 +101,8 @@ def _completion_groups(completions: Any, n_prompts: int) -> list[tuple[bool, lis
     completions = _as_list(completions)
     if len(completions) != n_prompts:
         raise RowError(
-            f"completions has {len(completions)} entries for {n_prompts} prompts; give one "
+            f"completions has {counted(len(completions), 'entry')} for "
+            f"{counted(n_prompts, 'prompt')}; give one "
             "string, or one sequence of k completions, per prompt"
         )
     groups: list[tuple[bool, list[str]]] = []
@@ -133,7 +135,9 @@ def _per_prompt(value: Any, name: str, n_prompts: int) -> list[Any]:
         )
     values = _as_list(value)
     if len(values) != n_prompts:
-        raise RowError(f"{name} has {len(values)} entries for {n_prompts} prompts")
+        raise RowError(
+            f"{name} has {counted(len(values), 'entry')} for {counted(n_prompts, 'prompt')}"
+        )
     return values
 
 
@@ -159,7 +163,8 @@ def _per_completion(value: Any, name: str, groups: list[tuple[bool, list[str]]])
     if not nested:
         if len(values) != total:
             raise RowError(
-                f"{name} has {len(values)} entries; give one per completion ({total}, flat) or "
+                f"{name} has {counted(len(values), 'entry')}; give one per completion ({total}, "
+                "flat) or "
                 f"one per prompt nested like completions ({len(groups)})"
             )
         out: list[list[Any]] = []
@@ -175,7 +180,8 @@ def _per_completion(value: Any, name: str, groups: list[tuple[bool, list[str]]])
                 entry = _as_list(entry)
                 if len(entry) != 1:
                     raise RowError(
-                        f"{name}[{i}] has {len(entry)} entries but prompt {i} has one completion"
+                        f"{name}[{i}] has {counted(len(entry), 'entry')} but prompt {i} has one "
+                        "completion"
                     )
                 out.append(entry)
             else:
@@ -189,7 +195,8 @@ def _per_completion(value: Any, name: str, groups: list[tuple[bool, list[str]]])
         entry = _as_list(entry)
         if len(entry) != len(group):
             raise RowError(
-                f"{name}[{i}] has {len(entry)} entries for the {len(group)} completions of "
+                f"{name}[{i}] has {counted(len(entry), 'entry')} for the "
+                f"{counted(len(group), 'completion')} of "
                 f"prompt {i}"
             )
         out.append(entry)
@@ -308,7 +315,8 @@ def build_rows(
     if errors:
         shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
         warnings.warn(
-            f"{len(errors)} of {len(rows)} rows could not be scored by {scorer.name if scorer else '?'} "
+            f"{len(errors)} of {counted(len(rows), 'row')} could not be scored by "
+            f"{scorer.name if scorer else '?'} "
             f"(judge_status 'error', reward None): {shown}",
             RowsWarning,
             stacklevel=3,

@@ -32,6 +32,7 @@ import attrs
 
 from whileai.backends import Backend, Completion, Sampling, ToolCall
 from whileai.schema.files import user_path
+from whileai.schema.wording import counted
 
 #: Where a run finds its cache directory when ``cache=`` says nothing.
 CACHE_ENV = "WHILEAI_CACHE"
@@ -362,8 +363,8 @@ def cache_line(report: Mapping[str, Any]) -> str:
     """A report's line for what the response cache did (:meth:`CachingBackends.report`)."""
     saved = report["input_tokens_saved"] + report["output_tokens_saved"]
     return (
-        f"{report['hits']} hits, {report['misses']} misses, {report['uncacheable']} "
-        f"uncacheable, {saved} tokens saved ({report['dir']})"
+        f"{counted(report['hits'], 'hit')}, {counted(report['misses'], 'miss')}, "
+        f"{report['uncacheable']} uncacheable, {counted(saved, 'token')} saved ({report['dir']})"
     )
 
 

@@ -46,6 +46,7 @@ from whileai.schema.arrow_columns import RowColumns
 from whileai.schema.export import export_line, strip_episode, strip_private
 from whileai.schema.files import RowWriter, replacing, user_path
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import counted
 
 SHAPES = ("trl", "grpo", "rows")
 FORMATS = ("jsonl", "parquet", "datasets")
@@ -321,7 +322,9 @@ def reward_function(
                 "the dataset has no task_id column: build it with wai.export(rows, shape='trl')"
             )
         if len(task_ids) != len(completions):
-            raise ValueError(f"{len(task_ids)} task ids for {len(completions)} completions")
+            raise ValueError(
+                f"{counted(len(task_ids), 'task id')} for {counted(len(completions), 'completion')}"
+            )
         missing = sorted({str(t) for t in task_ids if str(t) not in answer_key})
         if missing:
             raise ValueError(f"no reference for task ids {missing[:5]}")

@@ -23,6 +23,7 @@ import attrs
 
 from whileai.backends import BackendError, BackendStats, Completion, Sampling
 from whileai.schema.secrets import SECRET_NAMES, Redactor, safe_spec, safe_url, url_secrets
+from whileai.schema.wording import counted
 from whileai_openai import transports
 from whileai_openai.retry import (
     RetryPolicy,
@@ -450,7 +451,7 @@ class OpenAICompatibleBackend:
             if outcome.kind == "rate_limited":
                 self.stats.rate_limited += 1
             if not outcome.retryable or retries >= self.retry.max_retries:
-                tail = f" after {retries} retries" if retries else ""
+                tail = f" after {counted(retries, 'retry')}" if retries else ""
                 raise self._error(outcome.kind, f"{outcome.message}{tail}", retries, waited)
             retries += 1
             self.stats.retries += 1

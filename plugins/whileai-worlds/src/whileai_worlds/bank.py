@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import attrs
 
 from whileai.faults import coerce_fault_plan
+from whileai.schema.wording import counted
 from whileai.scoring import Verdict
 from whileai.worlds import FaultPlan, Situation, ToolResult
 from whileai_worlds import bank_text
@@ -536,7 +537,7 @@ class BankEpisode:
         if answer.casefold() != str(customer["security_answer"]).casefold():
             self._wrong_answers[who] = self._wrong_answers.get(who, 0) + 1
             left = MAX_ATTEMPTS - self._wrong_answers[who]
-            raise Refused(f"security answer does not match; {left} attempts left")
+            raise Refused(f"security answer does not match; {counted(left, 'attempt')} left")
         self._verified.add(who)
         action["effect"] = "verified"
         return {"customer_id": who, "verified": True}
@@ -738,7 +739,7 @@ class BankEpisode:
                 failures.append("the card the customer lost is still active")
             wrong = [c for c in frozen if c != goal["card_id"]]
             if wrong:
-                failures.append(f"froze {len(wrong)} card(s) the customer did not lose")
+                failures.append(f"froze {counted(len(wrong), 'card')} the customer did not lose")
         else:
             return Verdict.error(f"situation goal has no known outcome: {outcome!r}")
         meta = {"world": "bank", "outcome": outcome, "faults": len(self._faults)}

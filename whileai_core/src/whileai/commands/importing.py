@@ -9,6 +9,7 @@ from typing import Any
 
 from whileai.commands.common import OK, UsageError, print_json
 from whileai.schema.files import user_path, write_rows
+from whileai.schema.wording import counted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +33,7 @@ def import_command(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.log}: no such file")
     tasks: Counter[str] = Counter()
 
-    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def tallied(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for row in rows:
             tasks[str(row["task_id"])] += 1
             yield row
@@ -41,7 +42,7 @@ def import_command(args: argparse.Namespace) -> int:
         chosen = args.format or detect(log)
         # a row at a time into --output, which takes its place once whole: a bad record part
         # way leaves it as it was
-        write_rows(user_path(args.output), counted(stream(log, format=chosen)))
+        write_rows(user_path(args.output), tallied(stream(log, format=chosen)))
     except (ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
     n_rows = sum(tasks.values())
@@ -50,6 +51,7 @@ def import_command(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         print(
-            f"{n_rows} rows ({len(tasks)} tasks) read from {args.log} ({chosen}) into {args.output}"
+            f"{counted(n_rows, 'row')} ({counted(len(tasks), 'task')}) read from {args.log} "
+            f"({chosen}) into {args.output}"
         )
     return OK

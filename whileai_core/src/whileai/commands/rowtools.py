@@ -14,6 +14,7 @@ from typing import Any
 
 from whileai.commands.common import OK, UsageError, print_json, read_run, registry_for
 from whileai.schema.files import user_path, write_rows
+from whileai.schema.wording import counted
 
 
 def _io(parser: argparse.ArgumentParser) -> None:
@@ -112,7 +113,7 @@ def _say(
         print_json({"output": args.output, "rows": written, "report": shown})
     else:
         print(report)
-        print(f"\n{written} rows in {args.output}")
+        print(f"\n{counted(written, 'row')} in {args.output}")
     return OK
 
 
@@ -209,5 +210,5 @@ def export_command(args: argparse.Namespace) -> int:
             {"output": args.output, "records": count, "shape": args.shape, "format": container}
         )
     else:
-        print(f"{count} {args.shape} records ({container}) in {args.output}")
+        print(f"{counted(count, f'{args.shape} record')} ({container}) in {args.output}")
     return OK

@@ -8,6 +8,7 @@ from typing import Any
 from whileai.commands.common import FAILED, OK, UsageError, print_json, registry_for
 from whileai.commands.config import FILE_KEYS, load_config
 from whileai.schema.files import iter_jsonl, user_path, write_rows
+from whileai.schema.wording import agreeing, counted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +80,11 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         for data in runs:
             print(data.report())
-        print(f"\n{sum(len(d.rows) for d in runs)} rows in {params['output']}", end="")
-        print(f"; {retried} errored rollouts played again" if args.retry_errors else "")
+        print(f"\n{counted(sum(len(d.rows) for d in runs), 'row')} in {params['output']}", end="")
+        print(f"; {counted(retried, 'errored rollout')} played again" if args.retry_errors else "")
         if errored:
-            print(f"{errored} rows ended in an error: whileai run --retry-errors plays them again")
+            print(
+                f"{counted(errored, 'row')} ended in an error: whileai run --retry-errors plays "
+                f"{agreeing(errored, 'it', 'them')} again"
+            )
     return FAILED if errored else OK

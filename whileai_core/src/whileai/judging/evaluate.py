@@ -33,6 +33,7 @@ from whileai.progress import RunProgress, asking_again
 from whileai.registry import Registry, get_registry
 from whileai.schema.records import RowError, prompt_hash
 from whileai.schema.source import RowSource
+from whileai.schema.wording import agreeing, counted
 from whileai.seeds import derive_seed
 from whileai.signatures import accepted
 from whileai.sync import run_sync
@@ -274,12 +275,16 @@ async def _run(
     notes = []
     if failed:
         notes.append(
-            f"{failed} of {len(graded)} completions failed; those rows carry error and no "
-            "reward, and pass_at leaves them out"
+            f"{failed} of {counted(len(graded), 'completion')} failed; "
+            + agreeing(
+                failed,
+                "its row carries error and no reward, and pass_at leaves it out",
+                "those rows carry error and no reward, and pass_at leaves them out",
+            )
         )
     source = RowSource(
         rows,
-        f"{len(prompts)} prompts x {repeats} answers",
+        f"{counted(len(prompts), 'prompt')} x {counted(repeats, 'answer')}",
         system_prompts={sha: system_prompt},
     )
     return scored_from(

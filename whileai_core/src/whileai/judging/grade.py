@@ -44,6 +44,7 @@ from whileai.schema.files import RowWriter, replacing, sidecar_path, user_path, 
 from whileai.schema.provenance import self_judged
 from whileai.schema.source import RowSource, row_source
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import agreeing, counted
 from whileai.scoring import Scorer, as_scorer
 from whileai.sync import run_sync
 
@@ -192,7 +193,8 @@ class GradedTally:
         judge_model, row_model = self.pair
         return [
             f"The judge's model {judge_model} is the model that wrote {self.n_self_judged} of "
-            f"{self.rows} rows (model_version {row_model}), so it grades its own model's "
+            f"{counted(self.rows, 'row')} (model_version {row_model}), so it grades its own "
+            "model's "
             "writing, which a judge tends to prefer; set WHILEAI_JUDGE or pass judge= to grade "
             "with a different model."
         ]
@@ -200,7 +202,8 @@ class GradedTally:
     def notes(self) -> list[str]:
         """Say when the rows carried another judge's labels: a new version is a new judge."""
         return [
-            f"{n} rows were graded before by {name} ({old}); their reward is now this judge's "
+            f"{counted(n, 'row')} {agreeing(n, 'was', 'were')} graded before by {name} ({old}); "
+            f"{agreeing(n, 'its', 'their')} reward is now this judge's "
             f"({new}), a different judge"
             for (name, old, new), n in self.replaced.items()
         ]

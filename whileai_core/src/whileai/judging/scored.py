@@ -22,6 +22,7 @@ from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
+from whileai.schema.wording import counted
 
 #: judge_status values that mean the judge said nothing about the row
 UNJUDGED = ("error", "skipped")
@@ -108,7 +109,10 @@ class GradeReport(Report):
     def _lines(self) -> list[str]:
         rows: list[tuple[str, str]] = [("rows", self.source)]
         if self.agent is not None:
-            rows.append(("agent", f"{self.agent}, {self.repeats} answers per prompt"))
+            per_prompt = (
+                "" if self.repeats is None else f", {counted(self.repeats, 'answer')} per prompt"
+            )
+            rows.append(("agent", f"{self.agent}{per_prompt}"))
         if self.cache:
             rows.append(("response cache", cache_line(self.cache)))
         rows += [
@@ -121,7 +125,9 @@ class GradeReport(Report):
             ("judge_status", ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))),
             (
                 "self_judged",
-                f"yes, on {self.n_self_judged} of {self.n_rows} rows" if self.self_judged else "no",
+                f"yes, on {self.n_self_judged} of {counted(self.n_rows, 'row')}"
+                if self.self_judged
+                else "no",
             ),
         ]
         lines = [f"  {name:<30}{value}" for name, value in rows]
@@ -136,7 +142,7 @@ class GradeReport(Report):
 def _versions_line(versions: Mapping[str, int]) -> str:
     if not versions:
         return "-"
-    return "; ".join(f"{v} ({n} rows)" for v, n in sorted(versions.items()))
+    return "; ".join(f"{v} ({counted(n, 'row')})" for v, n in sorted(versions.items()))
 
 
 class ScoredData:
@@ -191,7 +197,8 @@ class ScoredData:
     def __repr__(self) -> str:
         statuses = self._counted().statuses
         return (
-            f"<ScoredData by {self.metadata.get('judge')}: {len(self.trajectories)} rows, "
+            f"<ScoredData by {self.metadata.get('judge')}: "
+            f"{counted(len(self.trajectories), 'row')}, "
             f"{statuses.get('ok', 0)} graded, {statuses.get('error', 0)} judge errors"
             f"{', self-judged' if self.self_judged else ''}>"
         )

@@ -29,6 +29,7 @@ from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed, normal_quan
 from whileai.measure.variance import ZERO_FLOOR
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
+from whileai.schema.wording import agreeing, counted
 
 #: What each verdict of a comparison means, in words.
 VERDICT_READINGS: dict[str, str] = {
@@ -61,7 +62,7 @@ class Delta(Report):
     def _lines(self) -> list[str]:
         return [
             f"  {self.metric}: {fmt(self.mean_a)} -> {fmt(self.mean_b)}, delta "
-            f"{_signed(self.delta)} {fmt_ci(self.ci95)} over {self.n_paired} tasks"
+            f"{_signed(self.delta)} {fmt_ci(self.ci95)} over {counted(self.n_paired, 'task')}"
         ]
 
 
@@ -113,9 +114,11 @@ class CompareReport(Report):
             reading += f", from {head.n_units} {'situations' if head.clustered else 'tasks'} only"
         lines.append(f"  headline ({self.headline}*): {_signed(self.delta)}, {reading}")
         if self.noise_band is not None:
+            source = (
+                "" if self.run_std_runs is None else f" from {counted(self.run_std_runs, 'run')}"
+            )
             lines.append(
-                f"  noise band: +/-{self.noise_band:.3f} (run_std {self.run_std:.3f}"
-                f"{'' if self.run_std_runs is None else f' from {self.run_std_runs} runs'})"
+                f"  noise band: +/-{self.noise_band:.3f} (run_std {self.run_std:.3f}{source})"
             )
         lines.append(
             f"  tasks: {self.n_paired} paired, {self.only_a} only in a and {self.only_b} only "
@@ -282,8 +285,9 @@ def _compare_rows(
     unpaired = len(keys_a & keys_b) - head.n_paired
     if unpaired > 0:
         notes.append(
-            f"{unpaired} tasks in both arms have no {headline} on one side (unjudged, or the "
-            "marker not measured) and are skipped"
+            f"{counted(unpaired, 'task')} in both arms {agreeing(unpaired, 'has', 'have')} no "
+            f"{headline} on one side (unjudged, or the marker not measured) and "
+            f"{agreeing(unpaired, 'is', 'are')} skipped"
         )
     if head.n_paired and head.n_units < 2:
         notes.append(
@@ -318,7 +322,8 @@ def _compare_rows(
             band = t_band(run_std, df=run_std_runs - 1)
             if run_std_runs < MIN_RUNS_FOR_STD:
                 notes.append(
-                    f"run_std comes from {run_std_runs} runs: fewer than {MIN_RUNS_FOR_STD}, "
+                    f"run_std comes from {counted(run_std_runs, 'run')}: fewer than "
+                    f"{MIN_RUNS_FOR_STD}, "
                     "the fewest that give a standard deviation worth reading; the band is rough"
                 )
     verdict = _verdict(head, band)

@@ -51,6 +51,7 @@ from whileai.schema.records import RowError
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import agreeing, counted
 
 DEFAULT_N = 13
 # GPT-3 appendix C: "Due to spurious collisions at lower values of N we use a minimum value of 8".
@@ -136,7 +137,8 @@ class DecontaminationReport(Report):
 
     def _lines(self) -> list[str]:
         lines = [
-            f"  {self.n_contaminated} of {self.n_rows} rows overlap a source "
+            f"  {self.n_contaminated} of {counted(self.n_rows, 'row')} "
+            f"{agreeing(self.n_contaminated, 'overlaps', 'overlap')} a source "
             f"({self.n}-grams on {', '.join(self.fields)}); {self.n_clean} clean",
         ]
         body = [
@@ -783,13 +785,17 @@ def _notes(
         shown = ", ".join(str(i) for i in rows_too_short[:5])
         more = " ..." if len(rows_too_short) > 5 else ""
         notes.append(
-            f"{len(rows_too_short)} rows have fewer than {min_n} tokens in every field and were "
-            f"not compared (rows {shown}{more}); they are in .clean unchecked"
+            f"{counted(len(rows_too_short), 'row')} "
+            f"{agreeing(len(rows_too_short), 'has', 'have')} fewer than {counted(min_n, 'token')} "
+            f"in every field and {agreeing(len(rows_too_short), 'was', 'were')} not compared "
+            f"({agreeing(len(rows_too_short), 'row', 'rows')} {shown}{more}); "
+            f"{agreeing(len(rows_too_short), 'it is', 'they are')} in .clean unchecked"
         )
     if too_short_items:
         total = sum(too_short_items.values())
         notes.append(
-            f"{total} source items have fewer than {min_n} tokens and match nothing "
+            f"{counted(total, 'source item')} {agreeing(total, 'has', 'have')} fewer than "
+            f"{counted(min_n, 'token')} and {agreeing(total, 'matches', 'match')} nothing "
             f"({', '.join(f'{k}: {v}' for k, v in too_short_items.items())})"
         )
     if min_n < n:

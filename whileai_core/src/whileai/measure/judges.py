@@ -24,6 +24,7 @@ from whileai.measure.proportions import cohen_kappa, wilson_interval
 from whileai.schema.records import RowError, check_reward, check_row, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
+from whileai.schema.wording import agreeing, counted
 
 #: Fewer gold rows than this and the agreement figures describe the sample, not the judge.
 GOLD_FLOOR = 50
@@ -110,7 +111,7 @@ class JudgeAgreementReport(Report):
 
     def _lines(self) -> list[str]:
         lines = [
-            f"  {self.n_gold} rows with gold ({self.gold_source}); pass = reward >= "
+            f"  {counted(self.n_gold, 'row')} with gold ({self.gold_source}); pass = reward >= "
             f"{fmt(self.threshold, 2)}"
         ]
         lines.extend(
@@ -259,10 +260,11 @@ def _agreement(
         notes.append("kappa undefined: judge and gold each gave a single label throughout")
     if n_partial:
         notes.append(
-            f"{n_partial} pairs carry a partial score, read as pass at >= {fmt(threshold, 2)}"
+            f"{counted(n_partial, 'pair')} {agreeing(n_partial, 'carries', 'carry')} a partial "
+            f"score, read as pass at >= {fmt(threshold, 2)}"
         )
     for reason, count in skipped.items():
-        notes.append(f"{count} rows skipped: {reason}")
+        notes.append(f"{counted(count, 'row')} skipped: {reason}")
     return JudgeAgreementReport(
         n_gold=n,
         floor=GOLD_FLOOR,

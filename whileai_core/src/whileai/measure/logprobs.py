@@ -28,6 +28,7 @@ from whileai.measure.stats import (
 from whileai.schema.records import RowError, check_row, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
+from whileai.schema.wording import agreeing, counted
 
 Interval = tuple[float, float]
 FloatArray = npt.NDArray[np.float64]
@@ -164,7 +165,7 @@ class LogprobReport(Report):
                     "corr(reward, logprob/token)",
                     fmt(self.reward_correlation),
                     f"{fmt_ci(self.reward_correlation_ci95)} over tasks, "
-                    f"{self.n_rows_correlated} rows",
+                    f"{counted(self.n_rows_correlated, 'row')}",
                 ),
                 ("turns cut at the token cap", self.n_truncated_turns, ""),
             ],
@@ -296,7 +297,10 @@ class MeanKLReport(Report):
                 ("pooled over all tokens", fmt(self.token_weighted, 4), ""),
             ],
         )
-        lines.append(f"  {self.n_rows} rows, {self.n_tasks} tasks; reference: {self.ref}")
+        lines.append(
+            f"  {counted(self.n_rows, 'row')}, {counted(self.n_tasks, 'task')}; "
+            f"reference: {self.ref}"
+        )
         worst = sorted(self.per_task.items(), key=lambda kv: -kv[1])[:3]
         if worst:
             lines.append("  highest per task: " + ", ".join(f"{k} {fmt(v, 4)}" for k, v in worst))
@@ -340,7 +344,7 @@ def mean_kl(
         diff_total += kl * count
         token_total += count
     if not values:
-        detail = ", ".join(f"{n} rows {r}" for r, n in skipped.items()) or "no rows"
+        detail = ", ".join(f"{counted(n, 'row')} {r}" for r, n in skipped.items()) or "no rows"
         raise ValueError(
             f"no row carries logprob, {ref} and n_tokens ({detail}): record logprobs with "
             f"simulate(logprobs=True) and score the rows under a reference model into {ref}"
@@ -361,7 +365,7 @@ def mean_kl(
             f"not score the same tokens the policy generated (check {ref})"
         )
     for reason, count in skipped.items():
-        notes.append(f"{count} rows skipped: {reason}")
+        notes.append(f"{counted(count, 'row')} skipped: {reason}")
     return MeanKLReport(
         ref=ref,
         mean_kl=overall,
@@ -434,7 +438,8 @@ class StalenessReport(Report):
         ]
         lines = [
             f"  {self.n_current} current, {self.n_stale} stale ({self.n_usable} usable, "
-            f"{self.n_unusable} not), {self.n_unversioned} unversioned, of {self.n_rows} rows"
+            f"{self.n_unusable} not), {self.n_unversioned} unversioned, of "
+            f"{counted(self.n_rows, 'row')}"
         ]
         lines.extend(table(("model_version", "rows", "usable"), body))
         return lines
@@ -484,8 +489,9 @@ def staleness_report(rows: Any, base_model: str) -> StalenessReport:
         )
     if unversioned:
         notes.append(
-            f"{len(unversioned)} rows carry no model_version: nothing shows which policy "
-            "sampled them"
+            f"{counted(len(unversioned), 'row')} {agreeing(len(unversioned), 'carries', 'carry')} "
+            "no model_version: nothing shows which policy sampled "
+            + agreeing(len(unversioned), "it", "them")
         )
     if base_model not in by_version:
         notes.append(f"no row was sampled by {base_model}")

@@ -36,6 +36,7 @@ from whileai.measure.intervals import (
 from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
+from whileai.schema.wording import agreeing, counted
 
 #: Fewer attempts per group than this and the k-way numbers are too noisy to print.
 MIN_REPEATS = 4
@@ -185,8 +186,11 @@ def pass_at(
     if dropped:
         report.n_hack_suspected = dropped
         report.notes.append(
-            f"{dropped} rows flagged hack_suspected left out (hacks='drop'); by default they "
-            "count as the failures they are"
+            f"{counted(dropped, 'row')} flagged hack_suspected left out (hacks='drop'); by "
+            "default "
+            + agreeing(
+                dropped, "it counts as the failure it is", "they count as the failures they are"
+            )
         )
     return report
 
@@ -226,7 +230,8 @@ def _pass_at_from_table(
     no_binary = _pick(t.keys, ~has)
     if no_binary:
         notes.append(
-            f"{len(no_binary)} tasks have no binary row and are in no number: "
+            f"{counted(len(no_binary), 'task')} {agreeing(len(no_binary), 'has', 'have')} no "
+            f"binary row and {agreeing(len(no_binary), 'is', 'are')} in no number: "
             f"{name_some(no_binary)}"
         )
     n = t.n_binary[has]
@@ -292,8 +297,8 @@ def _pass_at_from_table(
     if left_out:
         why = f"fewer than {floor} attempts" + (f" (k={chosen})" if chosen >= MIN_REPEATS else "")
         notes.append(
-            f"k={chosen}: {len(left_out)} of {len(keys)} groups left out of pass^k / pass@k, "
-            f"{why}: {name_some(left_out)}"
+            f"k={chosen}: {len(left_out)} of {counted(len(keys), 'group')} left out of pass^k / "
+            f"pass@k, {why}: {name_some(left_out)}"
         )
     n_k, c_k = n[eligible], c[eligible]
     pow_k = pass_pow_k_estimate(n_k, c_k, chosen)
@@ -372,9 +377,13 @@ def group_signal(rows: Iterable[Any] | Any) -> GroupSignalReport:
     if counts.partial or counts.unjudged:
         notes.append(f"{counts.partial} partial and {counts.unjudged} unjudged rows skipped")
     if singletons:
-        notes.append(f"{singletons} groups have one binary row: unanimous by construction")
+        notes.append(
+            f"{counted(singletons, 'group')} {agreeing(singletons, 'has', 'have')} one binary row: "
+            "unanimous by construction"
+        )
     if (~has).any():
-        notes.append(f"{int((~has).sum())} tasks have no binary row")
+        without = int((~has).sum())
+        notes.append(f"{counted(without, 'task')} {agreeing(without, 'has', 'have')} no binary row")
     return GroupSignalReport(
         all_pass=all_pass,
         all_fail=all_fail,

@@ -30,6 +30,7 @@ import numpy as np
 from whileai.measure._tasks import HackFlags, RowCounts, task_table
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
+from whileai.schema.wording import agreeing, counted
 
 MODES = ("rl",)
 HACK_POLICIES = ("keep", "drop")
@@ -71,7 +72,8 @@ class SelectReport(Report):
         body.append(["kept", self.n_rows_kept, self.n_groups_kept])
         return [
             f"  mode={self.mode}, band=[{low:g}, {high:g}]: {self.n_rows_kept} of "
-            f"{self.n_rows_in} rows kept, {self.n_groups_kept} of {self.n_groups_in} groups",
+            f"{counted(self.n_rows_in, 'row')} kept, {self.n_groups_kept} of "
+            f"{counted(self.n_groups_in, 'group')}",
             *table(["gate", "rows dropped", "groups dropped"], body),
         ]
 
@@ -154,7 +156,7 @@ def select(
         worst = max(GATES, key=lambda g: dropped_rows[g])
         notes.append(
             f"no row survived: the '{worst}' gate dropped the most ({dropped_rows[worst]} of "
-            f"{t.counts.rows} rows)" + _advice(worst)
+            f"{counted(t.counts.rows, 'row')})" + _advice(worst)
         )
     kept_flagged = int((flagged & keep_row).sum())
     if kept_flagged:
@@ -173,7 +175,8 @@ def select(
     singles = int((size == 1).sum())
     if singles:
         notes.append(
-            f"{singles} groups have one usable row: unanimous by construction; select needs "
+            f"{counted(singles, 'group')} {agreeing(singles, 'has', 'have')} one usable row: "
+            "unanimous by construction; select needs "
             "several completions per prompt (repeats)"
         )
     return SelectReport(

@@ -24,12 +24,17 @@ from whileai.schema.provenance import self_judged as judged_by_its_own_model
 from whileai.schema.records import check_reward, check_row
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
+from whileai.schema.wording import agreeing, counted
 
 Interval = tuple[float, float]
 _REPEATS_CAVEAT = (
-    "Wilson intervals count rows as independent; {n} tasks have repeats, which are correlated, "
+    "Wilson intervals count rows as independent; {tasks} repeats, which are correlated, "
     "so the intervals are narrower than the task-level truth"
 )
+
+
+def _repeats_caveat(n: int) -> str:
+    return _REPEATS_CAVEAT.format(tasks=f"{counted(n, 'task')} {agreeing(n, 'has', 'have')}")
 
 
 @attrs.frozen(repr=False)
@@ -46,8 +51,8 @@ class MetricLine(Report):
 
     def _lines(self) -> list[str]:
         return [
-            f"  {self.name}: {fmt(self.mean)} {fmt_ci(self.ci95)} over {self.n_tasks} tasks, "
-            f"{self.n_rows} rows"
+            f"  {self.name}: {fmt(self.mean)} {fmt_ci(self.ci95)} over "
+            f"{counted(self.n_tasks, 'task')}, {counted(self.n_rows, 'row')}"
         ]
 
 
@@ -241,7 +246,7 @@ def trace_flag_report(rows: Any, *, confidence: float = 0.95) -> TraceFlagReport
         )
     repeats = _tasks_with_repeats(rows) if flags else 0
     if repeats:
-        notes.append(_REPEATS_CAVEAT.format(n=repeats))
+        notes.append(_repeats_caveat(repeats))
     return TraceFlagReport(flags=flags, not_flags=sorted(non_flag), n_rows=len(rows), notes=notes)
 
 
@@ -280,8 +285,9 @@ class RefusalReport(Report):
     def _lines(self) -> list[str]:
         lines = table(("", "count", "share", "95% Wilson"), [("refusal", *self.refusals.cells())])
         lines.append(
-            f"  read from markers['refusal'] on {self.from_marker} rows, detected by rule on "
-            f"{self.detected}; {self.per_task_any} of {self.n_tasks} tasks refused at least once"
+            f"  read from markers['refusal'] on {counted(self.from_marker, 'row')}, detected by "
+            f"rule on {self.detected}; {self.per_task_any} of {counted(self.n_tasks, 'task')} "
+            "refused at least once"
         )
         return lines
 
@@ -319,13 +325,14 @@ def refusal_report(
     notes = []
     if detected:
         notes.append(
-            f"{detected} rows carry no markers[{marker!r}]: refusal detected by a simple rule "
+            f"{counted(detected, 'row')} {agreeing(detected, 'carries', 'carry')} no "
+            f"markers[{marker!r}]: refusal detected by a simple rule "
             "on final_text (opens with an apology or 'I can't / won't / am unable'); see "
             "whileai.measure.summaries.REFUSAL_RULE"
         )
     repeats = int((tasks.n_rows > 1).sum())
     if repeats:
-        notes.append(_REPEATS_CAVEAT.format(n=repeats))
+        notes.append(_repeats_caveat(repeats))
     return RefusalReport(
         refusals=Rate.of(refused, n, confidence),
         from_marker=from_marker,
@@ -373,7 +380,7 @@ class JudgeTrustReport(Report):
             body.append(("pass_when_gold_fail", *self.pass_when_gold_fail.cells()))
         for name, rate in self.passed_while_flagged.items():
             body.append((f"passed while {name} fired", *rate.cells()))
-        lines = [f"  judge: {', '.join(self.judges) or 'unnamed'}; {self.n_rows} rows"]
+        lines = [f"  judge: {', '.join(self.judges) or 'unnamed'}; {counted(self.n_rows, 'row')}"]
         lines.extend(table(("", "count", "share", "95% Wilson"), body))
         return lines
 
@@ -434,7 +441,8 @@ def judge_trust(
         floor_met = agreement.floor_met
         if not floor_met:
             notes.append(
-                f"floor not met: {len(pairs)} rows carry {field}, {GOLD_FLOOR} is the floor"
+                f"floor not met: {counted(len(pairs), 'row')} "
+                f"{agreeing(len(pairs), 'carries', 'carry')} {field}, {GOLD_FLOOR} is the floor"
             )
     else:
         notes.append(
@@ -442,7 +450,10 @@ def judge_trust(
             f"{GOLD_FLOOR} rows into {field} and call judge_agreement"
         )
     if never:
-        notes.append(f"{never} rows carry no reward: never judged, left out of every rate")
+        notes.append(
+            f"{counted(never, 'row')} {agreeing(never, 'carries', 'carry')} no reward: never "
+            "judged, left out of every rate"
+        )
     if len(judges) > 1:
         notes.append(
             f"{len(judges)} judge versions on these rows (a rubric edit is a new judge): "
@@ -450,7 +461,8 @@ def judge_trust(
         )
     if self_judged:
         notes.append(
-            f"{self_judged} rows were judged by the model that wrote them (self_judged): a judge "
+            f"{counted(self_judged, 'row')} {agreeing(self_judged, 'was', 'were')} judged by the "
+            f"model that wrote {agreeing(self_judged, 'it', 'them')} (self_judged): a judge "
             "prefers its own model's writing"
         )
     flagged = {name: tally for name, tally in flagged.items() if name not in non_flag}
@@ -458,7 +470,7 @@ def judge_trust(
     if fired:
         repeats = int((task_table(rows, with_markers=False).n_rows > 1).sum())
         if repeats:
-            notes.append(_REPEATS_CAVEAT.format(n=repeats))
+            notes.append(_repeats_caveat(repeats))
     return JudgeTrustReport(
         n_rows=len(rows),
         judges=sorted(judges),

@@ -43,6 +43,7 @@ from whileai.measure.stats import (
 )
 from whileai.schema.report import Report, fmt, table
 from whileai.schema.source import rows_of
+from whileai.schema.wording import counted
 
 #: Fewer runs than this and a standard deviation across them is not worth reading.
 MIN_RUNS = 3
@@ -74,7 +75,7 @@ class RunSpread(Report):
 def _std_text(run_std: float | None, n_runs: int) -> str:
     if run_std is None:
         worth = ": not worth reading, run it again" if 1 < n_runs < MIN_RUNS else ""
-        return f"no std from {n_runs} run(s){worth}"
+        return f"no std from {counted(n_runs, 'run')}{worth}"
     if n_runs < MIN_RUNS:
         return f"{run_std:.4f} (only {n_runs} runs: not worth reading)"
     return f"{run_std:.4f}"
@@ -142,13 +143,14 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
             elif name in t.markers:
                 per_run.append(t.marker_means(name))
         if len(per_run) < len(tables):
-            notes.append(f"{name}: measured in {len(per_run)} of {len(tables)} runs")
+            notes.append(f"{name}: measured in {len(per_run)} of {counted(len(tables), 'run')}")
         metrics[name] = _spread(name, per_run, confidence, notes)
     reward = metrics["reward"]
     n_runs = reward.n_runs
     if n_runs < MIN_RUNS:
         notes.append(
-            f"{n_runs} run(s): three re-runs are the fewest that give a standard deviation "
+            f"{counted(n_runs, 'run')}: three re-runs are the fewest that give a standard "
+            "deviation "
             "worth reading; run the eval again before trusting the floor"
         )
     if reward.n_runs >= 2 and reward.n_tasks_moved == 0 and _means_agree(reward.run_means):
@@ -159,7 +161,8 @@ def eval_variance(*runs: Any, confidence: float = DEFAULT_CONFIDENCE) -> EvalVar
     elif _means_agree(reward.run_means) and reward.task_run_std is not None:
         band = t_band(reward.task_run_std, n_runs - 1, confidence)
         notes.append(
-            f"the run means agree, but {reward.n_tasks_moved} tasks scored differently between "
+            f"the run means agree, but {counted(reward.n_tasks_moved, 'task')} scored differently "
+            "between "
             "runs: the means met by chance, and run_std 0 understates the noise. The tasks' own "
             f"spread gives run_std {reward.task_run_std:.4f} (band +/-{band:.3f}); hand that "
             "to compare(run_std=) instead"
@@ -207,8 +210,8 @@ def _spread(
     dropped = sum(len(keys) - len(common) for keys, _ in per_run)
     if per_run and dropped:
         notes.append(
-            f"{name}: {len(common)} tasks measured in every run; tasks missing from some run "
-            f"are left out ({dropped} task-runs)"
+            f"{name}: {counted(len(common), 'task')} measured in every run; tasks missing from "
+            f"some run are left out ({counted(dropped, 'task-run')})"
         )
     means: list[float] = []
     order = sorted(common)
@@ -399,7 +402,7 @@ def holdout_size(
             pq = base_rate * (1 - base_rate)
             notes.append("before: no task has two samples, so the spread assumes base (1 - base)")
         k_used = int(k) if k is not None else int(np.median(n[has]))
-        source = f"from {int(has.sum())} tasks before"
+        source = f"from {counted(int(has.sum()), 'task')} before"
         assumptions.append(
             "E[p(1 - p)] estimated from each earlier task's c(n - c)/(n(n - 1)); base = mean "
             "per-task pass rate"

@@ -232,6 +232,8 @@ class Outcomes:
             return "the only rankable row of its group: nothing to compare it with"
         failed = self.counts[4 * index + 3]
         first = self.reasons[self.first_failure[index]]
+        if failed == 1:
+            return f"its one comparison failed: {first}"
         return f"all {failed} comparisons failed; first: {first}"
 
 

@@ -41,6 +41,7 @@ from whileai.schema.records import RowError, check_row, task_key
 from whileai.schema.report import Report, fmt
 from whileai.schema.source import RowSource, row_source
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import agreeing, counted
 from whileai.sync import run_sync
 
 METHOD = (
@@ -103,7 +104,7 @@ class RankReport(Report):
         skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
         bias = (
             f"{fmt(self.position_bias)} ({self.flips} of "
-            f"{self.comparisons - self.failed_comparisons} pairs flipped)"
+            f"{counted(self.comparisons - self.failed_comparisons, 'pair')} flipped)"
             if self.position_bias is not None
             else "not reported by the judge"
         )
@@ -325,14 +326,16 @@ def _report(
     notes = list(notes)
     if o.subsampled_groups:
         notes.append(
-            f"{o.subsampled_groups} groups had more than max_pairs={max_pairs} pairs and "
-            f"were compared on a seeded subset (seed={seed}, each row in at least "
-            f"{min_pairs_per_row} pairs where the group allows)"
+            f"{counted(o.subsampled_groups, 'group')} had more than max_pairs={max_pairs} "
+            f"pairs and {agreeing(o.subsampled_groups, 'was', 'were')} compared on a seeded "
+            f"subset (seed={seed}, each row in at least {counted(min_pairs_per_row, 'pair')} "
+            "where the group allows)"
         )
     if o.failed_comparisons:
         notes.append(
-            f"{o.failed_comparisons} of {o.comparisons} comparisons failed; the rows in them "
-            "are ranked on their other comparisons (quality_meta.failed counts them)"
+            f"{o.failed_comparisons} of {counted(o.comparisons, 'comparison')} failed; the rows "
+            f"in {agreeing(o.failed_comparisons, 'it', 'them')} are ranked on their other "
+            "comparisons (quality_meta.failed counts them)"
         )
     bias = o.position_bias
     if bias is not None and bias >= HIGH_POSITION_BIAS:
@@ -343,8 +346,8 @@ def _report(
         )
     if o.bias_unreported:
         notes.append(
-            f"{o.bias_unreported} comparisons did not say whether the order changed the "
-            "verdict; position_bias leaves them out"
+            f"{counted(o.bias_unreported, 'comparison')} did not say whether the order changed "
+            f"the verdict; position_bias leaves {agreeing(o.bias_unreported, 'it', 'them')} out"
         )
     if n_ranked:
         notes.append("quality compares rows within a task only; across tasks it is not one scale")

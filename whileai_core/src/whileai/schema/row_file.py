@@ -20,6 +20,7 @@ from whileai.schema.files import iter_jsonl
 from whileai.schema.records import check_row, rollout_key
 from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import agreeing, counted
 
 
 class DuplicateRowsWarning(UserWarning):
@@ -54,7 +55,7 @@ class RowFile(StoredRows):
         return f"{self.path}, line {self.lines[index]}"
 
     def __repr__(self) -> str:
-        return f"<RowFile: {len(self)} rows in {self.path}>"
+        return f"<RowFile: {counted(len(self), 'row')} in {self.path}>"
 
 
 def open_row_file(
@@ -81,7 +82,8 @@ def open_row_file(
         unprivileged += "privileged" not in row
     if dropped:
         warnings.warn(
-            f"{path}: {dropped} rows repeat a rollout already read (same "
+            f"{path}: {counted(dropped, 'row')} {agreeing(dropped, 'repeats', 'repeat')} a "
+            "rollout already read (same "
             "lineage.rollout_key); each rollout is counted once",
             DuplicateRowsWarning,
             # (from row_source: the warning points at the call that named the file)

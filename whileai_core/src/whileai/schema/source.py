@@ -31,6 +31,7 @@ from whileai.schema.files import read_sidecar, sidecar_path, user_path
 from whileai.schema.records import RowError, check_row
 from whileai.schema.row_file import DuplicateRowsWarning, RowFile, open_row_file
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import agreeing, counted
 
 
 @attrs.frozen
@@ -121,13 +122,13 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
         )
     if carries_rows or (not isinstance(source, Sequence) and hasattr(source, "rows")):
         rows = _unique_given(_carried(source, what), what)
-        return RowSource(rows, f"{len(rows)} rows", run=source)
+        return RowSource(rows, counted(len(rows), "row"), run=source)
     if isinstance(source, Sequence):
         rows = _unique_given(source, what)
-        return RowSource(rows, f"{len(rows)} rows")
+        return RowSource(rows, counted(len(rows), "row"))
     if isinstance(source, Iterable):
         listed = _unique_given(list(source), what)
-        return RowSource(listed, f"{len(listed)} rows")
+        return RowSource(listed, counted(len(listed), "row"))
     raise TypeError(_wrong(what, source))
 
 
@@ -181,7 +182,8 @@ def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
     gone = set(dropped)
     shown = ", ".join(map(str, dropped[:5])) + (" and more" if len(dropped) > 5 else "")
     warnings.warn(
-        f"{what}: {len(dropped)} of {len(rows)} rows repeat a rollout already given (the same "
+        f"{what}: {len(dropped)} of {counted(len(rows), 'row')} "
+        f"{agreeing(len(dropped), 'repeats', 'repeat')} a rollout already given (the same "
         f"lineage.rollout_key; rows {shown}); each rollout is counted once, and a row number "
         "in a later error counts the rows kept",
         DuplicateRowsWarning,

@@ -18,6 +18,7 @@ from typing import IO, Any, Protocol, SupportsIndex
 from whileai.schema.jsonline import loads_line
 from whileai.schema.records import RowError
 from whileai.schema.rowlist import RowSequence
+from whileai.schema.wording import counted
 
 Attach = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -77,7 +78,7 @@ class StoredRows(RowSequence):
         return StoredRows(self.path, offsets, self._attach)
 
     def __repr__(self) -> str:
-        return f"<StoredRows: {len(self)} rows in {self.path}>"
+        return f"<StoredRows: {counted(len(self), 'row')} in {self.path}>"
 
     def _open(self) -> IO[bytes]:
         try:

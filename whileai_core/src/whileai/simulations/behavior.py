@@ -23,6 +23,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from whileai.schema.wording import counted
+
 #: Buckets of the hashed vector; 256 keeps distinct short requests apart (few collisions for
 #: the few hundred n-grams a request has) at 2 KB per situation; convention, untested.
 VECTOR_DIMS = 256
@@ -180,7 +182,7 @@ class Embedder:
         try:
             raw = await self.backend.embed(list(texts))
             if len(raw) != len(texts):
-                raise ValueError(f"{len(raw)} vectors for {len(texts)} texts")
+                raise ValueError(f"{counted(len(raw), 'vector')} for {counted(len(texts), 'text')}")
         except Exception as exc:
             if not self.failed:
                 self.failed = True

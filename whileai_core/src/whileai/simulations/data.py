@@ -23,6 +23,7 @@ from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
+from whileai.schema.wording import counted
 from whileai.simulations.finished import KeptTrajectories
 from whileai.simulations.tally import RunTally
 from whileai.sync import run_sync
@@ -188,7 +189,8 @@ class RunReport(Report):
 def _search_line(search: Mapping[str, Any]) -> str:
     line = (
         f"{search['strategy']} ({'learns' if search['learns'] else 'up front'}): "
-        f"{search['batches']} batches, {search['asked']} asked, {search['rejected']} turned away"
+        f"{counted(search['batches'], 'batch')}, {search['asked']} asked, "
+        f"{search['rejected']} turned away"
     )
     if search.get("stopped_short"):
         line += f"; {search['stopped_short']}"
@@ -198,8 +200,8 @@ def _search_line(search: Mapping[str, Any]) -> str:
 def _backend_line(entry: Mapping[str, Any]) -> str:
     stats = entry["stats"]
     line = (
-        f"{' + '.join(entry['roles'])}: {stats.get('calls', 0)} calls, "
-        f"{stats.get('retries', 0)} retries, waited {stats.get('waited_s', 0.0):.1f} s"
+        f"{' + '.join(entry['roles'])}: {counted(stats.get('calls', 0), 'call')}, "
+        f"{counted(stats.get('retries', 0), 'retry')}, waited {stats.get('waited_s', 0.0):.1f} s"
     )
     errors = stats.get("errors") or {}
     if errors:
@@ -277,8 +279,8 @@ class Simulation:
             else sum(1 for t in self._held() if t.get("error"))
         )
         return (
-            f"<Simulation run {self.metadata.get('run_id')}: {len(self.trajectories)} rollouts, "
-            f"{errors} errors>"
+            f"<Simulation run {self.metadata.get('run_id')}: "
+            f"{counted(len(self.trajectories), 'rollout')}, {counted(errors, 'error')}>"
         )
 
     def tally(self) -> RunTally:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from whileai.schema.wording import counted
+
 EMBEDDED = "local:smollm2"
 #: Short replies and few tool rounds keep the demo to a few minutes on two cores; the
 #: 135M model rambles and loops on tools when let.
@@ -84,8 +86,9 @@ def run_demo(args: argparse.Namespace, *, registry: Any = None) -> int:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(args.out) if args.out else Path("runs") / f"demo-{stamp}"
     print(
-        f"whileai demo: in each of {', '.join(worlds)}, {args.situations} situations x "
-        f"{args.repeats} repeats with faults off, then the same situations with faults at "
+        f"whileai demo: in each of {', '.join(worlds)}, {counted(args.situations, 'situation')} "
+        f"x {counted(args.repeats, 'repeat')} with faults off, then the same situations with "
+        "faults at "
         f"{args.fault_rate}; agent and simulated user both {args.model} (offline).\n"
         "Situations are written from each world's templates, not by a model: a 135M model "
         "writes poor ones.\n",
@@ -121,7 +124,9 @@ def _run(args: argparse.Namespace, world: str, rate: float, output: Path, regist
         )
     seconds = time.perf_counter() - start
     print(data.report())
-    print(f"\n{len(data.rows)} rollouts in {seconds:.0f} s; rows: {output}\n", flush=True)
+    print(
+        f"\n{counted(len(data.rows), 'rollout')} in {seconds:.0f} s; rows: {output}\n", flush=True
+    )
     return data
 
 

@@ -51,6 +51,7 @@ from whileai.schema.files import (
 )
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
+from whileai.schema.wording import agreeing, counted
 from whileai.simulations.attribution_judge import Attributor
 from whileai.simulations.behavior import Embedder, SituationVectors
 from whileai.simulations.branching import (
@@ -544,7 +545,9 @@ def _read_existing(
         remove_stale_temporaries(output) if may_hold_stale_temporaries(output, opened.lock) else 0
     )
     if removed:
-        warnings.append(f"removed {removed} temporary file(s) a killed run left beside {output}")
+        warnings.append(
+            f"removed {counted(removed, 'temporary file')} a killed run left beside {output}"
+        )
     side = read_sidecar(sidecar_path(output))
     # one row at a time: a resumed run of a million rows holds their counts, not the rows
     rows = iter_jsonl(
@@ -554,12 +557,13 @@ def _read_existing(
         on_disk = sum(1 for _ in rows)
         if (on_disk or side) and not params.resume:
             raise FileExistsError(
-                f"output={output!r} already holds a run ({on_disk} rows); pass resume=True "
+                f"output={output!r} already holds a run ({counted(on_disk, 'row')}); pass "
+                "resume=True "
                 "to continue it, or choose another path"
             )
         if on_disk:
             raise ValueError(
-                f"resume=True, but {output!r} has {on_disk} rows and no sidecar "
+                f"resume=True, but {output!r} has {counted(on_disk, 'row')} and no sidecar "
                 f"({sidecar_path(output).name}) saying which run wrote them, so nothing shows "
                 "they belong to this one; restore the sidecar, or start a fresh output"
             )
@@ -581,12 +585,15 @@ def _read_existing(
             opened.existing.add(row, offset)
     if strangers:
         raise ValueError(
-            f"resume=True, but {strangers} of the {on_disk} rows in {output!r} "
-            f"belong to another run than {opened.run_id} (its sidecar's); they would mix "
-            "into this one: remove them, or start a fresh output"
+            f"resume=True, but {strangers} of the {counted(on_disk, 'row')} in {output!r} "
+            f"{agreeing(strangers, 'belongs', 'belong')} to another run than {opened.run_id} "
+            f"(its sidecar's); {agreeing(strangers, 'it', 'they')} would mix into this one: "
+            f"remove {agreeing(strangers, 'it', 'them')}, or start a fresh output"
         )
     if len(opened.existing) < on_disk:
-        warnings.append(f"{on_disk - len(opened.existing)} duplicate rows in {output} ignored")
+        warnings.append(
+            f"{counted(on_disk - len(opened.existing), 'duplicate row')} in {output} ignored"
+        )
 
 
 async def _plan(
@@ -954,7 +961,9 @@ def _report(
                 + "), so their cost is None, not 0: add them with advanced={'prices': {...}}.",
             )
     if state.stopped:
-        state.stopped = f"{state.stopped}; {len(state.finished)} of {state.total} rollouts finished"
+        state.stopped = (
+            f"{state.stopped}; {len(state.finished)} of {counted(state.total, 'rollout')} finished"
+        )
     fields["stopped"] = state.stopped
     fields["failures"] = state.finished.tally.owner_shares()
     if state.stopped:

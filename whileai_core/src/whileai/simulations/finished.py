@@ -24,6 +24,7 @@ from whileai.schema.records import rollout_key
 from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.rowlist import RowList, RowSequence
 from whileai.schema.stored import StoredRows
+from whileai.schema.wording import counted
 from whileai.simulations.tally import RunTally
 from whileai.worlds import Situation
 
@@ -172,7 +173,7 @@ class KeptTrajectories(RowSequence):
         return len(self._rows)
 
     def __repr__(self) -> str:
-        return f"<KeptTrajectories: {len(self)} rows in memory>"
+        return f"<KeptTrajectories: {counted(len(self), 'row')} in memory>"
 
     def held(self) -> list[dict[str, Any]]:
         """The rows as held, in plan order, without putting vectors on (what counting the

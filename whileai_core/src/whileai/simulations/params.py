@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from whileai.schema.files import user_path
+from whileai.schema.wording import counted
 from whileai.worlds import WorldDefaults
 
 MODES: tuple[str, ...] = ("eval", "rl")
@@ -318,7 +319,8 @@ def resolve_params(given: Mapping[str, Any], spelled: Mapping[str, str] | None =
         )
     if values["tasks"] is None and budget is not None and planned > budget:
         raise ValueError(
-            f"budget={budget} is below the planned {planned} rollouts ({plan}); raise budget "
+            f"budget={budget} is below the planned {counted(planned, 'rollout')} ({plan}); raise "
+            "budget "
             "or lower one of them"
         )
     dims = values["dimensions"]

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from whileai.registry import Registry
+from whileai.schema.wording import counted
 from whileai.seeds import derive_seed
 from whileai.signatures import accepts
 from whileai.simulations.behavior import Embedder, SituationVectors
@@ -101,7 +102,8 @@ class UpFront:
             self._drawn = deque(dict(s) for s in drawn)
             if len(self._drawn) != self.total:
                 raise ValueError(
-                    f"strategy {_name_of(self.strategy)} returned {len(self._drawn)} specs "
+                    f"strategy {_name_of(self.strategy)} returned "
+                    f"{counted(len(self._drawn), 'spec')} "
                     f"for n={self.total}"
                 )
         left = self._drawn
@@ -266,7 +268,7 @@ class Search:
             if not specs:
                 self.stopped_short = (
                     f"strategy {self.name} proposed nothing more; the run stopped at "
-                    f"{self.n_situations} of {self.params.unique_situations} situations"
+                    f"{self.n_situations} of {counted(self.params.unique_situations, 'situation')}"
                 )
                 self.warnings.append(self.stopped_short)
                 break
@@ -287,7 +289,7 @@ class Search:
                 self.stopped_short = (
                     f"strategy {self.name} turned away {turned_away} proposals in one batch; "
                     f"the run stopped at {self.n_situations} of "
-                    f"{self.params.unique_situations} situations"
+                    f"{counted(self.params.unique_situations, 'situation')}"
                 )
                 self.warnings.append(self.stopped_short)
                 break
@@ -304,7 +306,9 @@ class Search:
             )
         ]
         if len(specs) > n:
-            raise ValueError(f"strategy {self.name} returned {len(specs)} specs when asked for {n}")
+            raise ValueError(
+                f"strategy {self.name} returned {counted(len(specs), 'spec')} when asked for {n}"
+            )
         self.asked += len(specs)
         if not self.balances:
             self._apply_hard_share(specs)

@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from whileai.backends import Sampling
+from whileai.schema.wording import counted
 from whileai.seeds import derive_seed
 from whileai.simulations.defaults import RunKnobs
 from whileai.simulations.models import Writer
@@ -220,7 +221,9 @@ class _Job:
                 ),
             )
         tries = self.knobs.writer_retries + 1
-        return Skipped(plan.index, f"writer: no consistent situation in {tries} tries ({reason})")
+        return Skipped(
+            plan.index, f"writer: no consistent situation in {counted(tries, 'try')} ({reason})"
+        )
 
 
 def _json_object(text: str) -> dict[str, Any]:

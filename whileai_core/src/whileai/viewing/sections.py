@@ -16,6 +16,7 @@ import numpy as np
 
 from whileai.schema.provenance import RUN_PROVENANCE
 from whileai.schema.report import fmt, fmt_ci
+from whileai.schema.wording import counted
 from whileai.viewing.digest import FaultTally, RunDigest
 from whileai.viewing.page import Section, esc, figure, html_table, notes
 from whileai.viewing.svg import Estimate, Series, count_bars, interval_plot, k_plot
@@ -86,7 +87,7 @@ def summary_section(run: RunDigest, meta: Mapping[str, Any], pass_report: Any) -
         else ""
     )
     counts = (
-        f"<p>{run.rows} rollouts: {judged} graded, {errored} errored, "
+        f"<p>{counted(run.rows, 'rollout')}: {judged} graded, {errored} errored, "
         f"{run.rows - judged - errored} unscored.</p>"
     )
     warnings = [f"warning: {w}" for w in meta.get("warnings") or []]
@@ -170,13 +171,13 @@ def _reward_estimate(label: str, run: RunDigest, members: array[int]) -> tuple[E
     at = np.frombuffer(members, dtype=np.int64)
     judged = at[np.frombuffer(run.has_reward, dtype=np.int8)[at].astype(bool)]
     if not len(judged):
-        return Estimate(label, None, None, text=f"unjudged ({len(at)} rows)"), []
+        return Estimate(label, None, None, text=f"unjudged ({counted(len(at), 'row')})"), []
     lines, _, _, said = summarise_table(run.table.of_rows(judged), "reward", True, 0.95)
     line = lines.get("reward")
     if line is None:
         # every judged row's judge errored or skipped: no reward to average
-        return Estimate(label, None, None, text=f"unjudged ({len(at)} rows)"), said
-    text = f"{fmt(line.mean)} {fmt_ci(line.ci95)} ({line.n_tasks} tasks)"
+        return Estimate(label, None, None, text=f"unjudged ({counted(len(at), 'row')})"), said
+    text = f"{fmt(line.mean)} {fmt_ci(line.ci95)} ({counted(line.n_tasks, 'task')})"
     return Estimate(label, line.mean, _ci(line.ci95), text=text), said
 
 
@@ -317,7 +318,8 @@ def judge_section(run: RunDigest, rows: Sequence[Row]) -> Section:
     )
     kappa = "-" if report.kappa is None else f"{report.kappa:.3f}"
     body = (
-        f"<p>{report.n_gold} rows with gold ({esc(report.gold_source)}); Cohen's kappa {kappa} "
+        f"<p>{counted(report.n_gold, 'row')} with gold ({esc(report.gold_source)}); "
+        f"Cohen's kappa {kappa} "
         "(point estimate).</p>" + rates + "<h3>Confusion</h3>" + confusion
     )
     return Section("judge", "Judge agreement", body + notes(report.notes))
@@ -329,7 +331,7 @@ def _delta_estimate(name: str, delta: Any, headline: str) -> Estimate:
         "no interval" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
     )
     label = f"{name} *" if name == headline else name
-    return Estimate(label, delta.delta, ci, text + f" ({delta.n_paired} tasks)")
+    return Estimate(label, delta.delta, ci, text + f" ({counted(delta.n_paired, 'task')})")
 
 
 def _on_unit_scale(delta: Any) -> bool:
@@ -383,7 +385,7 @@ def compare_section(report: Any, baseline: str, candidate: str, floor: Any = Non
     body = (
         f"<p>Baseline (a) <code>{esc(baseline)}</code>, candidate (b) "
         f"<code>{esc(candidate)}</code>; "
-        f"{report.n_paired} tasks paired, {report.only_a} only in the baseline and "
+        f"{counted(report.n_paired, 'task')} paired, {report.only_a} only in the baseline and "
         f"{report.only_b} only in the candidate.</p>"
         f"<p><b>Headline ({esc(report.headline)}): {head}</b>, {esc(reading)}"
         + ("" if band is None else f" (noise band +/-{band:.3f})")

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai.schema.wording import counted
 from whileai.viewing.page import Section, esc
 
 Row = Mapping[str, Any]
@@ -63,7 +64,7 @@ def _rollout(index: int, row: Row) -> str:
         *([f"repeat {lineage['repeat']}"] if lineage.get("repeat") is not None else []),
         "reward -" if reward is None else f"reward {reward:g}",
         *([str(row["stop_reason"])] if row.get("stop_reason") else []),
-        *([f"{len(faults)} fault(s)"] if faults else []),
+        *([counted(len(faults), "fault")] if faults else []),
         *(["error"] if row.get("error") else []),
     ]
     body = [f"<pre>{esc(_text(row.get('prompt')))}</pre>"]

@@ -1,0 +1,58 @@
+"""Counts in messages read as English for a count of one."""
+
+import pytest
+
+from whileai.schema.wording import agreeing, counted, plural_of
+
+
+@pytest.mark.parametrize(
+    ("noun", "plural"),
+    [
+        ("row", "rows"),
+        ("task", "tasks"),
+        ("entry", "entries"),
+        ("key", "keys"),
+        ("day", "days"),
+        ("batch", "batches"),
+        ("pass", "passes"),
+        ("box", "boxes"),
+        ("y", "ys"),
+    ],
+)
+def test_regular_plurals(noun: str, plural: str) -> None:
+    assert plural_of(noun) == plural
+
+
+def test_one_is_singular_and_every_other_count_plural() -> None:
+    assert counted(1, "row") == "1 row"
+    assert counted(0, "row") == "0 rows"
+    assert counted(2, "row") == "2 rows"
+    assert counted(-1, "row") == "-1 rows"
+
+
+def test_an_irregular_plural_and_a_number_format() -> None:
+    assert counted(3, "analysis", "analyses") == "3 analyses"
+    assert counted(1, "analysis", "analyses") == "1 analysis"
+    assert counted(12_000, "row", spec=",") == "12,000 rows"
+    assert counted(1, "row", spec=",") == "1 row"
+
+
+def test_a_verb_agrees_with_its_count() -> None:
+    assert f"{counted(1, 'row')} {agreeing(1, 'has', 'have')} no reward" == "1 row has no reward"
+    assert f"{counted(4, 'row')} {agreeing(4, 'has', 'have')} no reward" == "4 rows have no reward"
+
+
+def test_a_report_on_one_task_speaks_of_one_task_and_one_row() -> None:
+    import whileai as wai
+
+    one = wai.rows(["What is 2 + 3?"], [["5"]], wai.verify.MathEqual(), references=["5"])
+    text = str(wai.metric_summary(one).metrics["reward"])
+    assert "over 1 task, 1 row" in text
+    assert "1 tasks" not in text and "1 rows" not in text
+    two = wai.rows(
+        ["What is 2 + 3?", "What is 7 * 6?"],
+        [["5", "4"], ["42", "41"]],
+        wai.verify.MathEqual(),
+        references=["5", "42"],
+    )
+    assert "over 2 tasks, 4 rows" in str(wai.metric_summary(two).metrics["reward"])
