@@ -222,6 +222,21 @@ def test_unknown_name_error_text(inline_registry: Registry) -> None:
     assert isinstance(caught.value, LookupError)
 
 
+def test_a_plugin_registered_in_code_without_a_name_is_listed_by_its_class() -> None:
+    # Registry.load(plugins=[...]) and from_plugins() without names: pluggy names such a
+    # plugin by its id(), which tells a reader nothing
+    class MyBackends:
+        @hookimpl
+        def whileai_register_backends(self, register: Any) -> None:
+            register("mine", lambda argument=None, **_: None)
+
+    registry = Registry.load(plugins=[MyBackends()])
+    with pytest.raises(UnknownPluginError) as caught:
+        registry.resolve("backend", "mien")
+    where = f"{__name__}.test_a_plugin_registered_in_code_without_a_name_is_listed_by_its_class"
+    assert f"  mine - plugin '{where}.<locals>.MyBackends' (no distribution)" in str(caught.value)
+
+
 def test_unknown_builtin_name_says_what_to_install(inline_registry: Registry) -> None:
     with pytest.raises(UnknownPluginError) as caught:
         inline_registry.resolve("verifier", "MathEqual")
@@ -404,6 +419,7 @@ def test_resolve_passes_options_as_given_and_offers_only_what_a_factory_takes() 
 
 LAZY_PLUGIN = """
 from whileai import hookimpl
+from whileai.schema.wording import counted
 
 @hookimpl
 def whileai_register_verifiers(register):

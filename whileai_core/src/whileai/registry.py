@@ -15,6 +15,7 @@ import importlib
 import os
 import re
 import traceback
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -179,6 +180,18 @@ class _Loaded:
     distributions: dict[str, tuple[str | None, str | None]] = attrs.Factory(dict)
 
 
+def _plugin_label(name: str, plugin: object) -> str:
+    """How listings and errors name a plugin: its registered name, or, for an object
+    registered without one (``Registry.load(plugins=[...])``, where pluggy names it by its
+    ``id()``), what it is: ``mypkg.plugins.MyBackends`` rather than ``140531204312656``."""
+    if name != str(id(plugin)):
+        return name
+    if isinstance(plugin, types.ModuleType):
+        return plugin.__name__
+    kind = plugin if isinstance(plugin, type) else type(plugin)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def _load_entry_points(pm: pluggy.PluginManager, group: str, disabled: frozenset[str]) -> _Loaded:
     loaded = _Loaded()
     for ep in importlib_metadata.entry_points(group=group):
@@ -266,7 +279,7 @@ class Registry:
         hook = getattr(self.pm.hook, hook_name)
         # Called one implementation at a time so every entry knows which plugin made it.
         for impl in reversed(hook.get_hookimpls()):
-            plugin_name = impl.plugin_name
+            plugin_name = _plugin_label(impl.plugin_name, impl.plugin)
             dist, version = self._distributions.get(plugin_name, (None, None))
 
             def register(
