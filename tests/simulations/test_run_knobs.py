@@ -278,6 +278,13 @@ def test_a_half_written_sidecar_names_its_file(tmp_path: Any) -> None:
         ({"n": "2"}, ValueError, r"^n must be a whole number of at least 1, got '2'$"),
         ({"risk": 1.5}, ValueError, r"^risk must be a number in \[0, 1\], got 1.5$"),
         ({"policy": 3}, TypeError, r"^policy must be a string, got int$"),
+        # a typo is named under the function the caller called, with what it may have meant
+        (
+            {"uniq": 3},
+            TypeError,
+            r"^simulate\(\) got an unexpected keyword argument 'uniq' \(did you mean 'unique'\?\)$",
+        ),
+        ({"zzz": 3}, TypeError, r"^simulate\(\) got an unexpected keyword argument 'zzz'$"),
     ],
 )
 def test_bad_input_is_refused_at_the_door_naming_the_argument(

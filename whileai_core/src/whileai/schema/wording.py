@@ -1,10 +1,14 @@
-"""Counts in words: ``1 row``, ``2 rows``, ``1 row has``, ``3 rows have``.
+"""Words in messages: counts (``1 row``, ``2 rows``, ``1 row has``, ``3 rows have``) and the
+names a typo may have meant.
 
 Every message that counts something goes through here, so a count of one reads as English
 (a run of one situation, a comparison with one task unpaired) and not as ``1 rows``.
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 _SIBILANT_ENDINGS = ("s", "x", "z", "ch", "sh")
 _VOWELS = frozenset("aeiou")
@@ -32,3 +36,11 @@ def agreeing(n: int, one: str, many: str) -> str:
     """The word that agrees with a count of ``n``: ``agreeing(n, "has", "have")``,
     ``agreeing(n, "was", "were")``, ``agreeing(n, "it", "them")``."""
     return one if n == 1 else many
+
+
+def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """`` (did you mean 'unique'?)`` for a mistyped name with close matches among
+    ``choices`` (up to three, closest first, at least ``cutoff`` alike by difflib's ratio),
+    else ``""``: the tail of an error's message."""
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=cutoff)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""

@@ -9,13 +9,13 @@ floor or ceiling and the default; an unknown key is a ValueError naming the clos
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
+from whileai.schema.wording import did_you_mean
 from whileai.worlds import FAULT_KINDS, WorldDefaults
 
 #: The world a run happens in when ``advanced={"world": ...}`` names none.
@@ -283,9 +283,7 @@ class RunKnobs:
         if unknown:
             parts = []
             for key in unknown:
-                close = difflib.get_close_matches(str(key), names, n=3, cutoff=0.5)
-                hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-                parts.append(f"{key!r}{hint}")
+                parts.append(f"{key!r}{did_you_mean(str(key), names, cutoff=0.5)}")
             raise ValueError(
                 f"unknown advanced key {', '.join(parts)}; advanced keys are the RunKnobs "
                 f"fields: {', '.join(names)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
+import inspect
 import json
 import uuid
 from collections import Counter
@@ -51,7 +52,7 @@ from whileai.schema.files import (
 )
 from whileai.schema.records import prompt_hash
 from whileai.schema.secrets import Redactor, url_secrets
-from whileai.schema.wording import agreeing, counted
+from whileai.schema.wording import agreeing, counted, did_you_mean
 from whileai.simulations.attribution_judge import Attributor
 from whileai.simulations.behavior import Embedder, SituationVectors
 from whileai.simulations.branching import (
@@ -1295,10 +1296,20 @@ def _embedder(knobs: RunKnobs, registry: Registry, backends: list[RunBackend]) -
 
 
 def _blocking(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The synchronous twin of ``fn``, with its exact signature (for readers, IDEs, mypy)."""
+    """The synchronous twin of ``fn``, with its exact signature (for readers, IDEs, mypy).
+    A keyword ``fn`` does not take is refused under the twin's own name, with the names it
+    may have meant: ``simulate(uniq=3)`` is a typo of ``unique``, not an error of
+    ``asimulate()``, which the caller never called."""
+    accepted = tuple(inspect.signature(fn).parameters)
 
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        for key in kwargs:
+            if key not in accepted:
+                raise TypeError(
+                    f"{run.__name__}() got an unexpected keyword argument {key!r}"
+                    + did_you_mean(key, accepted)
+                )
         return run_sync(fn(*args, **kwargs))
 
     return run
