@@ -253,6 +253,16 @@ def test_an_unknown_judge_name_says_what_is_registered() -> None:
         wai.grade(sample_rows(), "no-such-judge", registry=Registry.from_plugins())
 
 
+@pytest.mark.plugins
+def test_a_mistyped_verifier_name_is_offered_the_verifier_it_may_mean() -> None:
+    # a verifier is as often named as a judge: the error lists both, with close names
+    with pytest.raises(wai.UnknownPluginError) as caught:
+        wai.grade(sample_rows(), "MathEqaul")
+    said = str(caught.value)
+    assert "Registered judges:" in said and "Registered verifiers:" in said
+    assert "Did you mean 'MathEqual'" in said
+
+
 # -- what grade reads: rows, a run, a file ------------------------------------------------------
 
 

@@ -45,14 +45,11 @@ def test_a_verb_agrees_with_its_count() -> None:
 def test_a_report_on_one_task_speaks_of_one_task_and_one_row() -> None:
     import whileai as wai
 
-    one = wai.rows(["What is 2 + 3?"], [["5"]], wai.verify.MathEqual(), references=["5"])
+    one = wai.rows(["What is 2 + 3?"], [["5"]], [[1.0]])
     text = str(wai.metric_summary(one).metrics["reward"])
     assert "over 1 task, 1 row" in text
     assert "1 tasks" not in text and "1 rows" not in text
     two = wai.rows(
-        ["What is 2 + 3?", "What is 7 * 6?"],
-        [["5", "4"], ["42", "41"]],
-        wai.verify.MathEqual(),
-        references=["5", "42"],
+        ["What is 2 + 3?", "What is 7 * 6?"], [["5", "4"], ["42", "41"]], [[1, 0], [1, 0]]
     )
     assert "over 2 tasks, 4 rows" in str(wai.metric_summary(two).metrics["reward"])

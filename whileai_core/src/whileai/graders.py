@@ -119,9 +119,12 @@ def resolve_grader(judge: Any, registry: Registry, *, judge_model: str | None = 
         except UnknownPluginError as judge_error:
             try:
                 built = registry.resolve("verifier", judge)
-            except UnknownPluginError:
+            except UnknownPluginError as verifier_error:
+                # both lists, each with its close names: a typo of a verifier's name is as
+                # likely as one of a judge's
                 raise UnknownPluginError(
-                    f"judge={judge!r} names no registered judge or verifier.\n{judge_error}"
+                    f"judge={judge!r} names no registered judge or verifier.\n{judge_error}\n"
+                    f"{verifier_error}"
                 ) from None
             return Grader(as_scorer(built))
     if isinstance(judge, Scorer):
