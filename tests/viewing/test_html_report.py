@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import whileai as wai
 from whileai.cli import main
+from whileai.schema.files import sidecar_path
 
 pytestmark = pytest.mark.plugins
 
@@ -35,7 +37,8 @@ def sections_of(page: str) -> list[str]:
 def test_a_run_file_becomes_one_page_with_every_section(shop_runs: dict[str, Any]) -> None:
     rows_file = Path(shop_runs["on"].output)
     path = wai.html_report(rows_file)
-    assert path == rows_file.with_name("report.html")  # beside the rows by default
+    # beside the rows by default, named after them: another run in the folder keeps its own
+    assert path == rows_file.with_name(rows_file.name.replace(".jsonl", ".report.html"))
     page = path.read_text(encoding="utf-8")
     assert sections_of(page) == list(SECTIONS)
     # the numbers are the measurements' own: pass@1 and its interval as pass_at gives them
@@ -52,6 +55,19 @@ def test_a_run_file_becomes_one_page_with_every_section(shop_runs: dict[str, Any
     for arm in {r["arm"] for r in shop_runs["on"].rows}:
         assert f">{arm}<" in page
     assert "mean reward by intent" in page and "mean reward by tone" in page
+
+
+def test_two_runs_in_one_folder_keep_a_page_each(shop_runs: dict[str, Any], tmp_path: Path) -> None:
+    # runs/first.jsonl and runs/second.jsonl, as the README's examples lay runs out
+    pages = {}
+    for name in ("off", "on"):
+        rows = Path(shop_runs[name].output)
+        for part in (rows, sidecar_path(rows)):
+            shutil.copy(part, tmp_path / part.name.replace("rows", name))
+        pages[name] = wai.html_report(tmp_path / f"{name}.jsonl")
+    assert pages == {"off": tmp_path / "off.report.html", "on": tmp_path / "on.report.html"}
+    for name, page in pages.items():
+        assert shop_runs[name].metadata["run_id"] in page.read_text(encoding="utf-8")
 
 
 def test_the_page_fetches_nothing(shop_runs: dict[str, Any], tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--proxy", default=None, help="the comparison's headline, e.g. marker:tool_errors"
     )
     parser.add_argument(
-        "--out", default=None, help="where to write the page; unset: report.html beside RUN"
+        "--out", default=None, help="where to write the page; unset: RUN.report.html beside RUN"
     )
     parser.add_argument(
         "--max-transcripts", type=int, default=500, help="rollouts laid out on the page"

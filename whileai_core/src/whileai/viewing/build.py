@@ -54,8 +54,8 @@ def html_report(
     every rollout's transcript (exported rows only: nothing privileged). Given ``baseline``
     (another run), it adds the paired comparison as a forest plot, with the noise band when
     ``floor`` gives three or more re-runs of the baseline; ``proxy`` picks the headline
-    (``"marker:tool_errors"``). ``path`` defaults to ``report.html`` beside a rows file, else
-    ``whileai-report.html`` here.
+    (``"marker:tool_errors"``). ``path`` defaults to the page beside a rows file, named after it
+    (``runs/x.jsonl`` -> ``runs/x.report.html``), else ``whileai-report.html`` here.
     """
     if isinstance(max_transcripts, bool) or not isinstance(max_transcripts, int):
         raise TypeError(f"max_transcripts must be a whole number, got {max_transcripts!r}")
@@ -111,11 +111,19 @@ def html_report(
 
 def _default_path(run: Any) -> Path:
     if isinstance(run, str | os.PathLike):
-        return user_path(run).with_name("report.html")
+        return page_beside(user_path(run))
     output = getattr(run, "output", None)
     if isinstance(output, str) and output:
-        return Path(output).with_name("report.html")
+        return page_beside(Path(output))
     return Path("whileai-report.html")
+
+
+def page_beside(rows: Path) -> Path:
+    """``runs/x.jsonl`` -> ``runs/x.report.html``, named after its rows as their sidecar is
+    (``runs/x.meta.json``): two runs in one folder keep a page each, where one ``report.html``
+    would be the page of whichever was viewed last."""
+    name = rows.name.removesuffix(".jsonl") if rows.suffix == ".jsonl" else rows.name
+    return rows.with_name(f"{name}.report.html")
 
 
 def _compare(
