@@ -186,41 +186,120 @@ def test_a_grading_pass_counts_its_rows_on_stderr(
 
 
 GRADE_SLOWLY = """
-import asyncio, pathlib, sys
+import asyncio, os, pathlib, sys
 import whileai as wai
 
-started = pathlib.Path(sys.argv[3])
+started, asked = pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
 
 async def slow_judge(prompt, completion):
+    with asked.open("a") as f:
+        f.write(prompt.split("?")[0] + "\\n")
     started.touch()
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(float(os.environ.get("JUDGE_SLEEP", "0.05")))
     return 1.0
 
-wai.grade(sys.argv[1], slow_judge, output=sys.argv[2], concurrency=1)
+data = wai.grade(sys.argv[1], slow_judge, output=sys.argv[2], concurrency=1)
+print("\\n".join(data.notes))
 """
 
 
-def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_what_grading_again_costs(
-    tmp_path: Path, interrupt: Any
-) -> None:
+def grade_slowly(source: Path, out: Path, tmp_path: Path) -> list[str]:
+    """The command line of a grading pass whose judge notes each prompt it is asked."""
     import sys
 
+    started, asked = tmp_path / "started", tmp_path / "asked"
+    return [sys.executable, "-c", GRADE_SLOWLY, str(source), str(out), str(started), str(asked)]
+
+
+def stopped_part_way(source: Path, out: Path, tmp_path: Path, interrupt: Any) -> Any:
+    """A grading pass of ``source`` into ``out`` stopped by Ctrl-C a few rows in."""
+    asked = tmp_path / "asked"
+    return interrupt(
+        grade_slowly(source, out, tmp_path),
+        lambda: asked.exists() and len(asked.read_text().splitlines()) >= 5,
+    )
+
+
+def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_where_its_grades_are(
+    tmp_path: Path, interrupt: Any
+) -> None:
     source = rows_file(tmp_path / "answers.jsonl", 400, 1)
     out = tmp_path / "graded.jsonl"
     out.write_text("the rows graded yesterday\n")
-    started = tmp_path / "started"
-    stopped = interrupt(
-        [sys.executable, "-c", GRADE_SLOWLY, str(source), str(out), str(started)],
-        started.exists,
-    )
+    stopped = stopped_part_way(source, out, tmp_path, interrupt)
     assert stopped.returncode != 0
     (said,) = [x for x in stopped.stderr.splitlines() if x.startswith("whileai: stopped")]
-    assert said.startswith("whileai: stopped at ") and said.endswith(
-        f"/400 rows graded: output={str(out)!r} is left as it was; grading again asks the "
-        "judge again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
+    kept = tmp_path / ".graded.jsonl.grading"
+    n = len(kept.read_text().splitlines())
+    assert 1 <= n < 400
+    assert said.endswith(
+        f"/400 rows graded: output={str(out)!r} is left as it was; the {n} graded rows are "
+        f"kept in {str(kept)!r}, and grading the same rows into the same output with the same "
+        "judge goes on after them"
     )
     assert out.read_text() == "the rows graded yesterday\n"
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_grading_again_after_a_stop_asks_the_judge_only_for_the_rows_left(
+    tmp_path: Path, interrupt: Any
+) -> None:
+    import os
+    import subprocess
+
+    source = rows_file(tmp_path / "answers.jsonl", 120, 1)
+    out = tmp_path / "graded.jsonl"
+    stopped_part_way(source, out, tmp_path, interrupt)
+    kept = tmp_path / ".graded.jsonl.grading"
+    n = len(kept.read_text().splitlines())
+    asked = tmp_path / "asked"
+    asked.unlink()
+    again = subprocess.run(
+        grade_slowly(source, out, tmp_path),
+        env={**os.environ, "JUDGE_SLEEP": "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    prompts = [json.loads(line)["prompt"].split("?")[0] for line in source.open()]
+    # the judge was asked for the rows after the kept ones, each once
+    assert asked.read_text().splitlines() == prompts[n:]
+    assert f"went on after the {n} rows a stopped pass graded with this judge" in again.stdout
+    graded = [json.loads(line) for line in out.open()]
+    assert [r["prompt"].split("?")[0] for r in graded] == prompts
+    assert len({r["lineage"]["rollout_key"] for r in graded}) == 120
+    assert all(r["reward"] == 1.0 and r["judge_status"] == "ok" for r in graded)
+    # nothing is kept once the output is whole
+    assert not kept.exists() and not (tmp_path / ".graded.jsonl.grading.json").exists()
+
+
+def test_a_row_a_kill_cut_short_is_graded_again_and_another_judge_starts_afresh(
+    tmp_path: Path, interrupt: Any
+) -> None:
+    source = rows_file(tmp_path / "answers.jsonl", 120, 1)
+    out = tmp_path / "graded.jsonl"
+    stopped_part_way(source, out, tmp_path, interrupt)
+    kept = tmp_path / ".graded.jsonl.grading"
+    n = len(kept.read_text().splitlines())
+    # a kill part way through writing a row leaves its first half
+    with kept.open("a") as f:
+        f.write('{"prompt": "What is')
+    calls: list[str] = []
+
+    def another_judge(prompt: str, completion: str) -> float:
+        calls.append(prompt)
+        return 0.0
+
+    data = wai.grade(source, another_judge, output=out)
+    # the kept grades were another judge's: every row is asked of this one
+    assert len(calls) == 120
+    assert any(
+        f"{n} graded rows a stopped pass kept were dropped: they were graded by another judge"
+        == note
+        for note in data.notes
+    )
+    assert [r["reward"] for r in data.rows] == [0.0] * 120
 
 
 def test_a_grading_pass_in_memory_stopped_part_way_says_its_rows_are_gone(
@@ -249,3 +328,56 @@ def test_a_grading_pass_in_memory_stopped_part_way_says_its_rows_are_gone(
         "/200 rows graded: the graded rows were held in memory and are gone; grading again "
         "asks the judge again, except what a response cache holds (cache=, or WHILEAI_CACHE)"
     )
+
+
+def test_a_full_disk_part_way_keeps_the_rows_graded_so_far(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    source = rows_file(tmp_path / "answers.jsonl", 200, 10)
+    out = tmp_path / "graded.jsonl"
+    out.write_text("the rows graded yesterday\n")
+    # a file size limit stands in for a full disk (SIGXFSZ ignored: past the limit a write
+    # fails with EFBIG rather than the signal killing the process)
+    script = (
+        "import resource, signal, sys\n"
+        "import whileai as wai\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "if len(sys.argv) > 3:\n"
+        "    resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))\n"
+        "data = wai.grade(sys.argv[1], lambda prompt, completion: 1.0, output=sys.argv[2])\n"
+        "print(data.notes[-1])\n"
+    )
+    full = subprocess.run(
+        [sys.executable, "-c", script, str(source), str(out), "a full disk"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert full.returncode == 1
+    kept = tmp_path / ".graded.jsonl.grading"
+    # the rows written whole (the last one's write was cut short by the limit)
+    n = kept.read_bytes().count(b"\n")
+    assert 0 < n < 200
+    assert full.stderr.strip().splitlines()[-1] == (
+        f"OSError: [Errno 27] row {n + 1}: output={str(out)!r} is left as it was; the {n} "
+        f"graded rows are kept in {str(kept)!r}, and grading the same rows into the same "
+        "output with the same judge goes on after them: File too large"
+    )
+    assert out.read_text() == "the rows graded yesterday\n"
+    # with room again, the same grading goes on after the rows kept, the cut one graded again
+    again = subprocess.run(
+        [sys.executable, "-c", script, str(source), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == (
+        f"went on after the {n} rows a stopped pass graded with this judge: the judge was "
+        "asked for the rest only"
+    )
+    graded = [json.loads(line) for line in out.open()]
+    assert [r["lineage"]["rollout_key"] for r in graded] == [
+        json.loads(line)["lineage"]["rollout_key"] for line in source.open()
+    ]

@@ -274,6 +274,7 @@ async def graded_in_order(
     concurrency: int,
     *,
     meta_override: Mapping[str, Any] | None = None,
+    start: int = 0,
 ) -> AsyncGenerator[tuple[Mapping[str, Any], dict[str, Any]], None]:
     """Each of ``rows`` with its graded copy, yielded in order as each is ready, at most ``concurrency``
     judged at once and at most :data:`AHEAD_PER_SLOT` times that many read ahead of the row
@@ -281,7 +282,8 @@ async def graded_in_order(
     (``error``) is not sent to the judge: it says so with ``judge_status: "skipped"`` and no
     reward, as the engine's rows do (a judge reading a crashed rollout's partial answer would
     reward it). ``meta_override`` replaces keys of each ``judge_meta``. A judge that raises
-    ``RowError`` stops the grading there, naming the row; the rows read ahead are cancelled."""
+    ``RowError`` stops the grading there, naming the row (counted from ``start``: the rows
+    are the rest of a file a stopped pass began); the rows read ahead are cancelled."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -299,7 +301,7 @@ async def graded_in_order(
     ahead = max(1, concurrency) * AHEAD_PER_SLOT
     pending: deque[tuple[Mapping[str, Any], asyncio.Task[dict[str, Any]]]] = deque()
     try:
-        for index, row in enumerate(rows):
+        for index, row in enumerate(rows, start=start):
             pending.append((row, asyncio.ensure_future(one(index, row))))
             if len(pending) >= ahead:
                 given, task = pending.popleft()

@@ -13,8 +13,8 @@ that row with ``judge_status: "error"`` and the reason, never a 0, and the other
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
-from array import array
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -26,7 +26,6 @@ from whileai.backend_use import RunBackend, close_backends
 from whileai.backends import EMBEDDED_SPEC, default_spec
 from whileai.graders import (
     DEFAULT_CONCURRENCY,
-    GRADING_AGAIN,
     LLM_GRADE_JUDGE,
     Grader,
     check_concurrency,
@@ -36,11 +35,19 @@ from whileai.graders import (
     grading_progress,
     resolve_grader,
 )
+from whileai.judging.partial import Kept, finished, judge_identity, kept_rows, partial_path, start
 from whileai.judging.scored import GradeCounts, ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
 from whileai.schema.export import export_line
-from whileai.schema.files import RowWriter, replacing, sidecar_path, user_path, write_sidecar
+from whileai.schema.files import (
+    OutputLock,
+    RowWriter,
+    file_error,
+    sidecar_path,
+    user_path,
+    write_sidecar,
+)
 from whileai.schema.provenance import self_judged
 from whileai.schema.source import RowSource, row_source
 from whileai.schema.stored import StoredRows
@@ -268,15 +275,25 @@ async def run_grading(
     """Grade, close what was opened for the judge, and build the result; with ``output``,
     the graded rows go to that file as they are graded (:func:`grade_into`) and the result
     reads them from there."""
+    notes: list[str] = []
     try:
         if output is None:
             graded: Sequence[dict[str, Any]] = await grade_rows(source.rows, judge, concurrency)
             tally = None
         else:
-            graded, tally = await grade_into(output, source.rows, judge, concurrency)
+            graded, tally, kept = await grade_into(output, source.rows, judge, concurrency)
+            if kept.dropped is not None:
+                notes.append(kept.dropped)
+            if kept.n:
+                notes.append(
+                    f"went on after the {counted(kept.n, 'row')} a stopped pass graded with this "
+                    "judge: the judge was asked for the rest only"
+                )
     finally:
         problems = await judge.close()
-    return scored_from(source, graded, judge, tally=tally, extra_warnings=problems)
+    return scored_from(
+        source, graded, judge, tally=tally, extra_warnings=problems, extra_notes=notes
+    )
 
 
 def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
@@ -288,33 +305,73 @@ def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
 
 async def grade_into(
     output: Path, rows: Sequence[Mapping[str, Any]], judge: Judge, concurrency: int
-) -> tuple[StoredRows, GradedTally]:
+) -> tuple[StoredRows, GradedTally, Kept]:
     """``rows`` graded by ``judge`` and written to ``output`` in order as each is graded
     (exported, as a run writes), holding a bounded number of rows at any time, counted on
-    stderr. The file is written beside ``output`` and put in its place once every row is
-    (:func:`replacing`): a grading stopped part way leaves ``output`` as it was, so
-    ``output`` may be the rows' own file. Returns the rows as written, read back from
-    ``output``, and their tally."""
-    offsets = array("q")
-    tally = GradedTally()
-    progress = grading_progress(len(rows))
-    graded = counted_grading(
-        graded_in_order(rows, judge.grader, concurrency, meta_override=judge.meta_override),
-        progress,
-    )
-    with (
-        progress.shown(f"output={str(output)!r} is left as it was; {GRADING_AGAIN}"),
-        replacing(output) as temporary,
-        RowWriter(temporary) as writer,
-    ):
-        async with aclosing(graded):
-            async for given, row in graded:
-                tally.add(given, row)
-                exported, line = export_line(row)
-                tally.written.add(exported)
-                offsets.append(writer.write_line(line))
-        writer.sync()
-    return StoredRows(output, offsets), tally
+    stderr. The rows are written beside ``output`` (:mod:`whileai.judging.partial`) and put
+    in its place once every row is: a grading stopped part way leaves ``output`` as it was,
+    so ``output`` may be the rows' own file, and grading the same rows into it with the same
+    judge again goes on after the rows it graded. Returns the rows as written, read back from
+    ``output``, their tally, and what became of rows a stopped pass kept."""
+    lock = OutputLock.take(output)
+    try:
+        partial = partial_path(output)
+        s = judge.grader.scorer
+        identity = judge_identity(s.name, s.label_source, s.meta, judge.meta_override)
+        tally = GradedTally()
+
+        def count_kept(given: Mapping[str, Any], row: dict[str, Any]) -> None:
+            tally.add(given, row)
+            tally.written.add(row)
+
+        kept = kept_rows(partial, identity, rows, count_kept)
+        if kept.dropped is not None:
+            tally = GradedTally()
+        if not kept.n:
+            start(partial, identity)
+        offsets = kept.offsets
+        # this pass's own rows: the rate and time left are of the judging it does
+        progress = grading_progress(len(rows) - kept.n)
+        rest = itertools.islice(rows, kept.n, None)
+        graded = counted_grading(
+            graded_in_order(
+                rest,
+                judge.grader,
+                concurrency,
+                meta_override=judge.meta_override,
+                start=kept.n,
+            ),
+            progress,
+        )
+
+        written = [kept.n]
+
+        def stopped() -> str:
+            n = written[0]
+            return (
+                f"output={str(output)!r} is left as it was; the {counted(n, 'graded row')} "
+                f"{agreeing(n, 'is', 'are')} kept in {str(partial)!r}, and grading the same rows "
+                "into the same output with the same judge goes on after them"
+            )
+
+        with progress.shown(stopped), RowWriter(partial) as writer:
+            async with aclosing(graded):
+                async for given, row in graded:
+                    tally.add(given, row)
+                    exported, line = export_line(row)
+                    tally.written.add(exported)
+                    try:
+                        offsets.append(writer.write_line(line))
+                    except OSError as exc:
+                        # a full disk, a file size limit: said of the output, with what is kept
+                        raise file_error(exc, output, f"row {written[0] + 1}: {stopped()}") from exc
+                    written[0] += 1
+            writer.sync()
+        partial.replace(output)
+        finished(partial)
+    finally:
+        lock.release()
+    return StoredRows(output, offsets), tally, kept
 
 
 def grade(
@@ -346,7 +403,9 @@ def grade(
             ``.meta.json`` sidecar, so rows of any number are graded in bounded memory (a
             rows file is read as it is graded). The file takes the place of any file there
             once every row is graded (a grading stopped part way leaves it as it was), so it
-            may be the rows' own file. The result reads its rows back from it.
+            may be the rows' own file. The result reads its rows back from it. A stopped
+            pass keeps the rows it graded beside it: the same rows graded into the same
+            output by the same judge again go on after them (docs/judging.md).
 
     Returns:
         A :class:`ScoredData`: ``trajectories`` (graded, privileged kept in memory), ``rows``
