@@ -365,6 +365,58 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
 
 
+def test_grade_stopped_by_a_full_disk_goes_on_with_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("whileai_verifiers")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "prompt": f"What is {i} + 1? " + "Think it through. " * 20,
+                    "privileged": {"reference": str(i + 1)},
+                    "final_text": str(i + 1 if i % 3 else i),
+                    "task_id": f"t{i}",
+                }
+            )
+            + "\n"
+            for i in range(120)
+        )
+    )
+    graded = tmp_path / "graded.jsonl"
+    argv = ["grade", str(answers), "--judge", "MathEqual", "--output", str(graded)]
+    # a file size limit stands in for a full disk part way through
+    full = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import resource, signal, sys\n"
+            "from whileai.cli import main\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))\n"
+            "sys.exit(main(sys.argv[1:]))\n",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert full.returncode == 1 and "File too large" in full.stderr
+    assert not graded.exists()
+    # the same command again is told of the rows kept, and how to go on
+    code, _, err = cli(capsys, *argv)
+    assert code == 1 and "--resume" in err and "graded rows in" in err
+    code, out, err = cli(capsys, *argv, "--resume")
+    assert code == 0, err
+    assert "went on after the" in out
+    rewards = [json.loads(x)["reward"] for x in graded.read_text().splitlines()]
+    assert rewards == [0.0 if i % 3 == 0 else 1.0 for i in range(120)]
+
+
 def test_decontaminate_reads_a_benchmarks_records_on_the_field_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

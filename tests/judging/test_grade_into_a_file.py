@@ -140,8 +140,12 @@ def test_a_grading_stopped_part_way_leaves_the_output_as_it_was(tmp_path: Path) 
         wai.grade(source, breaks_on_the_thirtieth, output=out)
     assert out.read_text() == "the rows graded yesterday\n"
     assert not list(tmp_path.glob(".*.tmp"))
-    # the lock went with it: the next grading writes the file
-    assert len(wai.grade(source, says_a_number, output=out)) == 40
+    # the 30 rows graded before it (rows 0-29) are kept; a pass told to go on with another judge drops
+    # them, and the lock went with the stopped pass: it writes the file
+    kept = tmp_path / ".graded.jsonl.grading"
+    assert len(kept.read_text().splitlines()) == 30
+    again = wai.grade(source, says_a_number, output=out, resume=True)
+    assert len(again) == 40 and not kept.exists()
 
 
 def test_a_rows_file_is_graded_in_place(tmp_path: Path) -> None:
@@ -198,7 +202,9 @@ async def slow_judge(prompt, completion):
     await asyncio.sleep(float(os.environ.get("JUDGE_SLEEP", "0.05")))
     return 1.0
 
-data = wai.grade(sys.argv[1], slow_judge, output=sys.argv[2], concurrency=1)
+data = wai.grade(
+    sys.argv[1], slow_judge, output=sys.argv[2], concurrency=1, resume="RESUME" in os.environ
+)
 print("\\n".join(data.notes))
 """
 
@@ -234,8 +240,8 @@ def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_where_its_grades_ar
     assert 1 <= n < 400
     assert said.endswith(
         f"/400 rows graded: output={str(out)!r} is left as it was; the {n} graded rows are "
-        f"kept in {str(kept)!r}, and grading the same rows into the same output with the same "
-        "judge goes on after them"
+        f"kept in {str(kept)!r}: grading the same rows into the same output with the same "
+        "judge and resume=True (whileai grade --resume) goes on after them"
     )
     assert out.read_text() == "the rows graded yesterday\n"
     assert not list(tmp_path.glob(".*.tmp"))
@@ -256,7 +262,7 @@ def test_grading_again_after_a_stop_asks_the_judge_only_for_the_rows_left(
     asked.unlink()
     again = subprocess.run(
         grade_slowly(source, out, tmp_path),
-        env={**os.environ, "JUDGE_SLEEP": "0"},
+        env={**os.environ, "JUDGE_SLEEP": "0", "RESUME": "1"},
         capture_output=True,
         text=True,
         timeout=120,
@@ -291,7 +297,16 @@ def test_a_row_a_kill_cut_short_is_graded_again_and_another_judge_starts_afresh(
         calls.append(prompt)
         return 0.0
 
-    data = wai.grade(source, another_judge, output=out)
+    # not asked to go on, a pass refuses rather than throw the kept grades away
+    with pytest.raises(FileExistsError) as refused:
+        wai.grade(source, another_judge, output=out)
+    assert str(refused.value) == (
+        f"output={str(out)!r}: a stopped grading pass kept {n} graded rows in {str(kept)!r}; "
+        "pass resume=True (whileai grade --resume) to go on after them with the same judge, "
+        "or remove that file to grade every row afresh"
+    )
+    assert calls == []
+    data = wai.grade(source, another_judge, output=out, resume=True)
     # the kept grades were another judge's: every row is asked of this one
     assert len(calls) == 120
     assert any(
@@ -345,7 +360,9 @@ def test_a_full_disk_part_way_keeps_the_rows_graded_so_far(tmp_path: Path) -> No
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "if len(sys.argv) > 3:\n"
         "    resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))\n"
-        "data = wai.grade(sys.argv[1], lambda prompt, completion: 1.0, output=sys.argv[2])\n"
+        "data = wai.grade(\n"
+        "    sys.argv[1], lambda prompt, completion: 1.0, output=sys.argv[2], resume=True\n"
+        ")\n"
         "print(data.notes[-1])\n"
     )
     full = subprocess.run(
@@ -361,8 +378,9 @@ def test_a_full_disk_part_way_keeps_the_rows_graded_so_far(tmp_path: Path) -> No
     assert 0 < n < 200
     assert full.stderr.strip().splitlines()[-1] == (
         f"OSError: [Errno 27] row {n + 1}: output={str(out)!r} is left as it was; the {n} "
-        f"graded rows are kept in {str(kept)!r}, and grading the same rows into the same "
-        "output with the same judge goes on after them: File too large"
+        f"graded rows are kept in {str(kept)!r}: grading the same rows into the same output "
+        "with the same judge and resume=True (whileai grade --resume) goes on after them: "
+        "File too large"
     )
     assert out.read_text() == "the rows graded yesterday\n"
     # with room again, the same grading goes on after the rows kept, the cut one graded again

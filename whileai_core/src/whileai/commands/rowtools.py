@@ -28,6 +28,11 @@ def add_grade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--judge", default=None, help="a judge or verifier spec (MathEqual, rubric, ...)"
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on after the rows a stopped grading of RUN into --output kept (same judge)",
+    )
 
 
 def add_select_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +128,13 @@ def grade_command(args: argparse.Namespace) -> int:
     rows, _ = read_run(args.rows)
     try:
         # graded into --output as they are graded: a rows file of any length in bounded memory
-        scored = grade(rows, judge=args.judge, registry=registry_for(args), output=args.output)
+        scored = grade(
+            rows,
+            judge=args.judge,
+            registry=registry_for(args),
+            output=args.output,
+            resume=args.resume,
+        )
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     return _say(args, len(scored.rows), scored.report())

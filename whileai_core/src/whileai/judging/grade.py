@@ -35,7 +35,15 @@ from whileai.graders import (
     grading_progress,
     resolve_grader,
 )
-from whileai.judging.partial import Kept, finished, judge_identity, kept_rows, partial_path, start
+from whileai.judging.partial import (
+    Kept,
+    finished,
+    judge_identity,
+    kept_rows,
+    not_resumed,
+    partial_path,
+    start,
+)
 from whileai.judging.scored import GradeCounts, ScoredData
 from whileai.registry import Registry, UnknownPluginError, get_registry
 from whileai.response_cache import CachingBackends, caching
@@ -270,7 +278,12 @@ def scored_from(
 
 
 async def run_grading(
-    source: RowSource, judge: Judge, concurrency: int, output: Path | None = None
+    source: RowSource,
+    judge: Judge,
+    concurrency: int,
+    output: Path | None = None,
+    *,
+    resume: bool = False,
 ) -> ScoredData:
     """Grade, close what was opened for the judge, and build the result; with ``output``,
     the graded rows go to that file as they are graded (:func:`grade_into`) and the result
@@ -281,7 +294,9 @@ async def run_grading(
             graded: Sequence[dict[str, Any]] = await grade_rows(source.rows, judge, concurrency)
             tally = None
         else:
-            graded, tally, kept = await grade_into(output, source.rows, judge, concurrency)
+            graded, tally, kept = await grade_into(
+                output, source.rows, judge, concurrency, resume=resume
+            )
             if kept.dropped is not None:
                 notes.append(kept.dropped)
             if kept.n:
@@ -304,7 +319,12 @@ def with_sidecar(result: ScoredData, output: Path | None) -> ScoredData:
 
 
 async def grade_into(
-    output: Path, rows: Sequence[Mapping[str, Any]], judge: Judge, concurrency: int
+    output: Path,
+    rows: Sequence[Mapping[str, Any]],
+    judge: Judge,
+    concurrency: int,
+    *,
+    resume: bool = False,
 ) -> tuple[StoredRows, GradedTally, Kept]:
     """``rows`` graded by ``judge`` and written to ``output`` in order as each is graded
     (exported, as a run writes), holding a bounded number of rows at any time, counted on
@@ -324,7 +344,11 @@ async def grade_into(
             tally.add(given, row)
             tally.written.add(row)
 
-        kept = kept_rows(partial, identity, rows, count_kept)
+        kept = (
+            kept_rows(partial, identity, rows, count_kept)
+            if resume
+            else not_resumed(partial, output)
+        )
         if kept.dropped is not None:
             tally = GradedTally()
         if not kept.n:
@@ -350,8 +374,9 @@ async def grade_into(
             n = written[0]
             return (
                 f"output={str(output)!r} is left as it was; the {counted(n, 'graded row')} "
-                f"{agreeing(n, 'is', 'are')} kept in {str(partial)!r}, and grading the same rows "
-                "into the same output with the same judge goes on after them"
+                f"{agreeing(n, 'is', 'are')} kept in {str(partial)!r}: grading the same rows into "
+                "the same output with the same judge and resume=True (whileai grade --resume) "
+                "goes on after them"
             )
 
         with progress.shown(stopped), RowWriter(partial) as writer:
@@ -382,6 +407,7 @@ def grade(
     registry: Registry | None = None,
     cache: Any = None,
     output: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> ScoredData:
     """Grade rows with a judge; every row says who graded it and how that went.
 
@@ -404,8 +430,12 @@ def grade(
             rows file is read as it is graded). The file takes the place of any file there
             once every row is graded (a grading stopped part way leaves it as it was), so it
             may be the rows' own file. The result reads its rows back from it. A stopped
-            pass keeps the rows it graded beside it: the same rows graded into the same
-            output by the same judge again go on after them (docs/judging.md).
+            pass keeps the rows it graded beside it.
+        resume: go on after the rows a stopped pass kept for ``output``, when the same judge
+            graded them and each is the graded copy of the row at its place (else they are
+            dropped, and the result says why); False (the default) grades every row afresh.
+            A kept grade is used only when asked for: it is a file beside the output, which
+            anyone who can write there could have written (docs/judging.md).
 
     Returns:
         A :class:`ScoredData`: ``trajectories`` (graded, privileged kept in memory), ``rows``
@@ -414,10 +444,11 @@ def grade(
     """
     limit = check_concurrency(concurrency)
     target = output_path(output)
+    check_resume(resume, target)
     source = graded_source(rows, held=target is None)
     reg, wrapper = cached_registry(get_registry(registry), cache)
     resolved = resolve_judge(judge, reg)
-    result: ScoredData = run_sync(run_grading(source, resolved, limit, target))
+    result: ScoredData = run_sync(run_grading(source, resolved, limit, target, resume=resume))
     if wrapper is not None:
         result.metadata["cache"] = wrapper.report()
     return with_sidecar(result, target)
@@ -441,6 +472,17 @@ def graded_source(rows: Any, *, held: bool = True) -> RowSource:
     return attrs.evolve(source, rows=source.checked("rows"))
 
 
+def check_resume(resume: Any, output: Path | None) -> None:
+    """``resume=`` must be a bool, and True only with an ``output=`` to go on in."""
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume= must be True or False, got {resume!r}")
+    if resume and output is None:
+        raise ValueError(
+            "resume=True goes on after the rows a stopped pass graded into output=: pass "
+            "output= too (a pass in memory keeps nothing to go on from)"
+        )
+
+
 def output_path(output: Any) -> Path | None:
     """``output=`` as a path, or None; anything else is a TypeError naming it."""
     if output is None:
@@ -458,6 +500,7 @@ def run_judge(
     name: str | None = None,
     registry: Registry | None = None,
     output: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> ScoredData:
     """Grade rows with your own judge, recording its ``version`` on every row.
 
@@ -469,12 +512,15 @@ def run_judge(
     and ``model``, ``prompt_sha``, ``temperature`` taken from the callable's attributes of
     those names (None when it has none) or from the meta its verdicts carry. ``rows`` is what
     :func:`grade` takes. ``registry`` is accepted for symmetry with :func:`grade`; a callable
-    judge resolves nothing through it. ``output``: as :func:`grade`'s, the graded rows written
-    to a file as they are graded.
+    judge resolves nothing through it. ``output`` and ``resume``: as :func:`grade`'s, the
+    graded rows written to a file as they are graded, and a stopped pass gone on from.
     """
     del registry
     resolved = own_judge(judge, version, name)
     target = output_path(output)
+    check_resume(resume, target)
     source = graded_source(rows, held=target is None)
-    result: ScoredData = run_sync(run_grading(source, resolved, DEFAULT_CONCURRENCY, target))
+    result: ScoredData = run_sync(
+        run_grading(source, resolved, DEFAULT_CONCURRENCY, target, resume=resume)
+    )
     return with_sidecar(result, target)

@@ -4,11 +4,14 @@ stopped part way (Ctrl-C, a kill, a judge that raised) goes on from where it sto
 A judge model's pass over a long run costs hours and tokens. The rows it has graded are
 written, in order, to ``.<output name>.grading`` beside ``output``, with the judge that
 graded them in ``.<output name>.grading.json``; the file takes ``output``'s place once every
-row is graded. Grading the same rows into the same output with the same judge again reads
-that file back, checks that each of its rows is the graded copy of the row at its place, and
-asks the judge only for the rows after them. Another judge, or other rows, start afresh (the
-kept rows are dropped, and the result says so): a kept grade is used only where it is the
-grade this pass would have asked for.
+row is graded. Grading the same rows into the same output with the same judge and
+``resume=True`` reads that file back, checks that each of its rows is the graded copy of the
+row at its place, and asks the judge only for the rows after them. Another judge, or other
+rows, start afresh (the kept rows are dropped, and the result says so): a kept grade is used
+only where it is the grade this pass would have asked for. Without ``resume=True`` a pass
+that finds kept rows refuses to start, naming them, as ``simulate()`` refuses an output that
+holds a run: the grades are not thrown away unasked, and not taken unasked either (the file
+is one anyone who can write beside the output could have written).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import attrs
 from whileai.schema.files import iter_jsonl
 from whileai.schema.jsonline import key_text
 from whileai.schema.records import rollout_key
-from whileai.schema.wording import counted
+from whileai.schema.wording import agreeing, counted
 
 #: what a kept row and the row at its place must agree on to be the same rollout (besides its
 #: lineage.rollout_key, where both carry one)
@@ -94,14 +97,33 @@ def kept_rows(
         return _drop(partial, "they were graded by another judge")
     given_rows = iter(rows)
     kept = Kept()
-    for row, _line, offset in iter_jsonl(partial, what="kept grades", tail="cut"):
-        given = next(given_rows, None)
-        if given is None or not _same_rollout(given, row):
-            return _drop(partial, f"row {kept.n} is not the graded copy of the row now there")
-        kept.offsets.append(offset)
-        kept.n += 1
-        on_each(given, row)
+    try:
+        for row, _line, offset in iter_jsonl(partial, what="kept grades", tail="cut"):
+            given = next(given_rows, None)
+            if given is None or not _same_rollout(given, row):
+                return _drop(partial, f"row {kept.n} is not the graded copy of the row now there")
+            kept.offsets.append(offset)
+            kept.n += 1
+            on_each(given, row)
+    except ValueError as exc:  # a line that is not a row: the file is not one this pass wrote
+        return _drop(partial, str(exc))
     return kept
+
+
+def not_resumed(partial: Path, output: Path) -> Kept:
+    """A pass not asked to resume: nothing kept, or a refusal naming what a stopped pass
+    kept (as ``simulate()`` refuses an output holding a run without ``resume=True``): the
+    grades cost a judge's time and tokens, and are dropped only by the person who paid."""
+    if not partial.exists():
+        judge_path(partial).unlink(missing_ok=True)
+        return Kept()
+    n = _whole_lines(partial)
+    raise FileExistsError(
+        f"output={str(output)!r}: a stopped grading pass kept {counted(n, 'graded row')} in "
+        f"{str(partial)!r}; pass resume=True (whileai grade --resume) to go on after "
+        f"{agreeing(n, 'it', 'them')} with the same judge, or remove that file to grade every "
+        "row afresh"
+    )
 
 
 def _same_rollout(given: Mapping[str, Any], kept: Mapping[str, Any]) -> bool:
@@ -110,11 +132,20 @@ def _same_rollout(given: Mapping[str, Any], kept: Mapping[str, Any]) -> bool:
     return all(given.get(field) == kept.get(field) for field in _SAME_ROLLOUT)
 
 
+def _whole_lines(partial: Path) -> int:
+    """How many rows ``partial`` holds whole (a kill may have cut its last one short)."""
+    with partial.open("rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
 def _drop(partial: Path, why: str) -> Kept:
-    n = sum(1 for _ in iter_jsonl(partial, what="kept grades", tail="drop"))
+    n = _whole_lines(partial)
     partial.unlink(missing_ok=True)
     judge_path(partial).unlink(missing_ok=True)
-    return Kept(dropped=f"{counted(n, 'graded row')} a stopped pass kept were dropped: {why}")
+    return Kept(
+        dropped=f"{counted(n, 'graded row')} a stopped pass kept {agreeing(n, 'was', 'were')} "
+        f"dropped: {why}"
+    )
 
 
 def start(partial: Path, identity: str) -> None:
