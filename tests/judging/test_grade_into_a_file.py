@@ -399,3 +399,21 @@ def test_a_full_disk_part_way_keeps_the_rows_graded_so_far(tmp_path: Path) -> No
     assert [r["lineage"]["rollout_key"] for r in graded] == [
         json.loads(line)["lineage"]["rollout_key"] for line in source.open()
     ]
+
+
+def test_a_pass_stopped_before_its_first_row_leaves_nothing_in_the_way(tmp_path: Path) -> None:
+    source = rows_file(tmp_path / "answers.jsonl", 8, 1)
+    out = tmp_path / "graded.jsonl"
+
+    def refuses_every_row(row: dict[str, Any]) -> Any:
+        return "not a score"
+
+    with pytest.raises(wai.RowError, match="row 0"):
+        wai.grade(source, refuses_every_row, output=out)
+    # no grade was kept, so nothing is asked about: the next pass grades every row
+    assert len(wai.grade(source, says_a_number, output=out)) == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "answers.jsonl",
+        "graded.jsonl",
+        "graded.meta.json",
+    ]

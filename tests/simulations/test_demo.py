@@ -74,5 +74,5 @@ def test_demo_measures_faults_off_against_on_offline_on_the_embedded_model(
     on, off = (str(out / "bank" / label / "rows.jsonl") for label in ("faults-on", "faults-off"))
     assert main(["report", on, "--json"]) == 0
     assert main(["view", on, "--baseline", off, "--json"]) == 0
-    assert (out / "bank" / "faults-on" / "report.html").is_file()
+    assert (out / "bank" / "faults-on" / "rows.report.html").is_file()
     assert main(["compare", off, on, "--proxy", "marker:tool_errors", "--json"]) == 0

@@ -331,7 +331,7 @@ async def grade_into(
     stderr. The rows are written beside ``output`` (:mod:`whileai.judging.partial`) and put
     in its place once every row is: a grading stopped part way leaves ``output`` as it was,
     so ``output`` may be the rows' own file, and grading the same rows into it with the same
-    judge again goes on after the rows it graded. Returns the rows as written, read back from
+    judge and ``resume=True`` goes on after the rows it graded. Returns the rows as written, read back from
     ``output``, their tally, and what became of rows a stopped pass kept."""
     lock = OutputLock.take(output)
     try:
@@ -372,11 +372,13 @@ async def grade_into(
 
         def stopped() -> str:
             n = written[0]
+            if not n:
+                return f"output={str(output)!r} is left as it was; no row was graded yet"
             return (
                 f"output={str(output)!r} is left as it was; the {counted(n, 'graded row')} "
                 f"{agreeing(n, 'is', 'are')} kept in {str(partial)!r}: grading the same rows into "
                 "the same output with the same judge and resume=True (whileai grade --resume) "
-                "goes on after them"
+                f"goes on after {agreeing(n, 'it', 'them')}"
             )
 
         with progress.shown(stopped), RowWriter(partial) as writer:

@@ -114,10 +114,12 @@ def not_resumed(partial: Path, output: Path) -> Kept:
     """A pass not asked to resume: nothing kept, or a refusal naming what a stopped pass
     kept (as ``simulate()`` refuses an output holding a run without ``resume=True``): the
     grades cost a judge's time and tokens, and are dropped only by the person who paid."""
-    if not partial.exists():
+    n = _whole_lines(partial) if partial.exists() else 0
+    if not n:
+        # nothing graded (a pass stopped before its first row, or cut short inside it)
+        partial.unlink(missing_ok=True)
         judge_path(partial).unlink(missing_ok=True)
         return Kept()
-    n = _whole_lines(partial)
     raise FileExistsError(
         f"output={str(output)!r}: a stopped grading pass kept {counted(n, 'graded row')} in "
         f"{str(partial)!r}; pass resume=True (whileai grade --resume) to go on after "
