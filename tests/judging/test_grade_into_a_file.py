@@ -417,3 +417,26 @@ def test_a_pass_stopped_before_its_first_row_leaves_nothing_in_the_way(tmp_path:
         "graded.jsonl",
         "graded.meta.json",
     ]
+
+
+def test_a_kept_row_not_as_a_pass_writes_it_is_not_taken(tmp_path: Path) -> None:
+    # the kept file is one anyone who can write beside the output could have written: a row
+    # in it carrying a privileged block (or a reward no row may carry) is not taken on resume
+    source = rows_file(tmp_path / "answers.jsonl", 40, 1)
+    out = tmp_path / "graded.jsonl"
+    stop = [True]
+
+    def judge(row: dict[str, Any]) -> Any:
+        return "not a score" if stop[0] and row["scenario_id"] == "s7" else 1
+
+    with pytest.raises(wai.RowError):
+        wai.grade(source, judge, output=out)
+    kept = tmp_path / ".graded.jsonl.grading"
+    lines = kept.read_text().splitlines()
+    forged = {**json.loads(lines[0]), "privileged": {"reference": "leaked"}}
+    kept.write_text("\n".join([json.dumps(forged), *lines[1:]]) + "\n")
+    stop[0] = False
+    data = wai.grade(source, judge, output=out, resume=True)
+    assert any("row 0 is not a row as a grading pass writes one" in n for n in data.notes)
+    assert "leaked" not in out.read_text()
+    assert len(data.rows) == 40

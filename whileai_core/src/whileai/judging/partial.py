@@ -24,9 +24,10 @@ from typing import Any
 
 import attrs
 
+from whileai.schema.export import export_line
 from whileai.schema.files import iter_jsonl
 from whileai.schema.jsonline import key_text
-from whileai.schema.records import rollout_key
+from whileai.schema.records import RowError, check_row, rollout_key
 from whileai.schema.wording import agreeing, counted
 
 #: what a kept row and the row at its place must agree on to be the same rollout (besides its
@@ -102,6 +103,8 @@ def kept_rows(
             given = next(given_rows, None)
             if given is None or not _same_rollout(given, row):
                 return _drop(partial, f"row {kept.n} is not the graded copy of the row now there")
+            if not _as_written(row):
+                return _drop(partial, f"row {kept.n} is not a row as a grading pass writes one")
             kept.offsets.append(offset)
             kept.n += 1
             on_each(given, row)
@@ -126,6 +129,17 @@ def not_resumed(partial: Path, output: Path) -> Kept:
         f"{agreeing(n, 'it', 'them')} with the same judge, or remove that file to grade every "
         "row afresh"
     )
+
+
+def _as_written(kept: dict[str, Any]) -> bool:
+    """Whether ``kept`` is a row as a pass writes one: exported (exporting it again changes
+    nothing: no privileged block, no reserved key) with a reward a row may carry. What the
+    file says goes into the output as it is, so nothing else in it is taken."""
+    try:
+        check_row(kept)
+    except RowError:
+        return False
+    return export_line(kept)[0] == kept
 
 
 def _same_rollout(given: Mapping[str, Any], kept: Mapping[str, Any]) -> bool:
