@@ -226,6 +226,16 @@ def stopped_part_way(source: Path, out: Path, tmp_path: Path, interrupt: Any) ->
     )
 
 
+def a_stopped_pass(tmp_path: Path, interrupt: Any) -> tuple[Path, Path, Path, int]:
+    """120 rows, their grading into graded.jsonl stopped a few rows in: the rows, the output,
+    the kept file and how many rows it holds."""
+    source = rows_file(tmp_path / "answers.jsonl", 120, 1)
+    out = tmp_path / "graded.jsonl"
+    stopped_part_way(source, out, tmp_path, interrupt)
+    kept = tmp_path / ".graded.jsonl.grading"
+    return source, out, kept, len(kept.read_text().splitlines())
+
+
 def test_ctrl_c_mid_grading_says_the_output_is_as_it_was_and_where_its_grades_are(
     tmp_path: Path, interrupt: Any
 ) -> None:
@@ -253,11 +263,7 @@ def test_grading_again_after_a_stop_asks_the_judge_only_for_the_rows_left(
     import os
     import subprocess
 
-    source = rows_file(tmp_path / "answers.jsonl", 120, 1)
-    out = tmp_path / "graded.jsonl"
-    stopped_part_way(source, out, tmp_path, interrupt)
-    kept = tmp_path / ".graded.jsonl.grading"
-    n = len(kept.read_text().splitlines())
+    source, out, kept, n = a_stopped_pass(tmp_path, interrupt)
     asked = tmp_path / "asked"
     asked.unlink()
     again = subprocess.run(
@@ -283,11 +289,7 @@ def test_grading_again_after_a_stop_asks_the_judge_only_for_the_rows_left(
 def test_a_row_a_kill_cut_short_is_graded_again_and_another_judge_starts_afresh(
     tmp_path: Path, interrupt: Any
 ) -> None:
-    source = rows_file(tmp_path / "answers.jsonl", 120, 1)
-    out = tmp_path / "graded.jsonl"
-    stopped_part_way(source, out, tmp_path, interrupt)
-    kept = tmp_path / ".graded.jsonl.grading"
-    n = len(kept.read_text().splitlines())
+    source, out, kept, n = a_stopped_pass(tmp_path, interrupt)
     # a kill part way through writing a row leaves its first half
     with kept.open("a") as f:
         f.write('{"prompt": "What is')
