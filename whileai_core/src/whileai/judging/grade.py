@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+from array import array
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -209,8 +210,7 @@ class GradedTally:
         return [
             f"The judge's model {judge_model} is the model that wrote {self.n_self_judged} of "
             f"{counted(self.rows, 'row')} (model_version {row_model}), so it grades its own "
-            "model's "
-            "writing, which a judge tends to prefer; set WHILEAI_JUDGE or pass judge= to grade "
+            "model's writing, which a judge tends to prefer; set WHILEAI_JUDGE or pass judge= to grade "
             "with a different model."
         ]
 
@@ -353,7 +353,8 @@ async def grade_into(
             tally = GradedTally()
         if not kept.n:
             start(partial, identity)
-        offsets = kept.offsets
+        # the kept rows' offsets, and this pass's after them (kept.n stays the rows kept)
+        offsets = array("q", kept.offsets)
         # this pass's own rows: the rate and time left are of the judging it does
         progress = grading_progress(len(rows) - kept.n)
         rest = itertools.islice(rows, kept.n, None)
@@ -368,10 +369,10 @@ async def grade_into(
             progress,
         )
 
-        written = [kept.n]
+        written = kept.n
 
         def stopped() -> str:
-            n = written[0]
+            n = written
             if not n:
                 return f"output={str(output)!r} is left as it was; no row was graded yet"
             return (
@@ -391,8 +392,8 @@ async def grade_into(
                         offsets.append(writer.write_line(line))
                     except OSError as exc:
                         # a full disk, a file size limit: said of the output, with what is kept
-                        raise file_error(exc, output, f"row {written[0] + 1}: {stopped()}") from exc
-                    written[0] += 1
+                        raise file_error(exc, output, f"row {written + 1}: {stopped()}") from exc
+                    written += 1
             writer.sync()
         partial.replace(output)
         finished(partial)

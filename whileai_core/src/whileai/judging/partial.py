@@ -67,12 +67,15 @@ def judge_identity(
 class Kept:
     """The graded rows a stopped pass left that this one goes on from."""
 
-    #: how many rows, the first of the rows to grade
-    n: int = 0
     #: each kept row's byte offset in the partial file
     offsets: array[int] = attrs.field(factory=lambda: array("q"))
     #: why kept rows were dropped rather than used (None when none were, or all were used)
     dropped: str | None = None
+
+    @property
+    def n(self) -> int:
+        """How many rows are kept: the first of the rows to grade."""
+        return len(self.offsets)
 
 
 def kept_rows(
@@ -86,12 +89,11 @@ def kept_rows(
     ``rows`` (``on_each(given, kept)`` is called for each as it is read, so a caller counting
     them starts its count again when ``dropped`` says none are used), else none, the file
     removed and ``dropped`` saying why. A line a kill cut short is cut off the file."""
-    said = judge_path(partial)
     if not partial.exists():
-        said.unlink(missing_ok=True)
+        _forget(partial)
         return Kept()
     try:
-        saved = json.loads(said.read_text(encoding="utf-8")).get("judge")
+        saved = json.loads(judge_path(partial).read_text(encoding="utf-8")).get("judge")
     except (OSError, ValueError, AttributeError):
         saved = None
     if saved != identity:
@@ -106,7 +108,6 @@ def kept_rows(
             if not _as_written(row):
                 return _drop(partial, f"row {kept.n} is not a row as a grading pass writes one")
             kept.offsets.append(offset)
-            kept.n += 1
             on_each(given, row)
     except ValueError as exc:  # a line that is not a row: the file is not one this pass wrote
         return _drop(partial, str(exc))
@@ -120,8 +121,7 @@ def not_resumed(partial: Path, output: Path) -> Kept:
     n = _whole_lines(partial) if partial.exists() else 0
     if not n:
         # nothing graded (a pass stopped before its first row, or cut short inside it)
-        partial.unlink(missing_ok=True)
-        judge_path(partial).unlink(missing_ok=True)
+        _forget(partial)
         return Kept()
     raise FileExistsError(
         f"output={str(output)!r}: a stopped grading pass kept {counted(n, 'graded row')} in "
@@ -156,12 +156,17 @@ def _whole_lines(partial: Path) -> int:
 
 def _drop(partial: Path, why: str) -> Kept:
     n = _whole_lines(partial)
-    partial.unlink(missing_ok=True)
-    judge_path(partial).unlink(missing_ok=True)
+    _forget(partial)
     return Kept(
         dropped=f"{counted(n, 'graded row')} a stopped pass kept {agreeing(n, 'was', 'were')} "
         f"dropped: {why}"
     )
+
+
+def _forget(partial: Path) -> None:
+    """Nothing kept any more: the rows and the judge that graded them removed."""
+    partial.unlink(missing_ok=True)
+    judge_path(partial).unlink(missing_ok=True)
 
 
 def start(partial: Path, identity: str) -> None:

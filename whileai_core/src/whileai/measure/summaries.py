@@ -27,14 +27,14 @@ from whileai.schema.source import rows_of
 from whileai.schema.wording import agreeing, counted
 
 Interval = tuple[float, float]
-_REPEATS_CAVEAT = (
-    "Wilson intervals count rows as independent; {tasks} repeats, which are correlated, "
-    "so the intervals are narrower than the task-level truth"
-)
 
 
 def _repeats_caveat(n: int) -> str:
-    return _REPEATS_CAVEAT.format(tasks=f"{counted(n, 'task')} {agreeing(n, 'has', 'have')}")
+    return (
+        f"Wilson intervals count rows as independent; {counted(n, 'task')} "
+        f"{agreeing(n, 'has', 'have')} repeats, which are correlated, so the intervals are "
+        "narrower than the task-level truth"
+    )
 
 
 @attrs.frozen(repr=False)

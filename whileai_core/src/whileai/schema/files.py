@@ -50,12 +50,17 @@ def user_path(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.expanduser(os.fspath(path)))
 
 
+def beside(rows: str | os.PathLike[str], suffix: str) -> Path:
+    """A file beside a rows file, named after it: ``beside("runs/x.jsonl", ".meta.json")`` is
+    ``runs/x.meta.json``; a name not ending in ``.jsonl`` gets ``suffix`` appended."""
+    path = Path(rows)
+    name = path.name.removesuffix(".jsonl") if path.suffix == ".jsonl" else path.name
+    return path.with_name(name + suffix)
+
+
 def sidecar_path(output: str | os.PathLike[str]) -> Path:
     """``runs/x.jsonl`` -> ``runs/x.meta.json``; any other name gets ``.meta.json`` appended."""
-    path = Path(output)
-    if path.suffix == ".jsonl":
-        return path.with_suffix(SIDECAR_SUFFIX)
-    return path.with_name(path.name + SIDECAR_SUFFIX)
+    return beside(output, SIDECAR_SUFFIX)
 
 
 def file_error(exc: OSError, path: str | os.PathLike[str], said: str) -> OSError:

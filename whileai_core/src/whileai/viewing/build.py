@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from whileai.schema.files import read_sidecar, sidecar_path, user_path
+from whileai.schema.files import beside, read_sidecar, sidecar_path, user_path
 from whileai.schema.source import row_source
 from whileai.viewing import sections
 from whileai.viewing.digest import ExportedRows, digest
@@ -122,8 +122,7 @@ def page_beside(rows: Path) -> Path:
     """``runs/x.jsonl`` -> ``runs/x.report.html``, named after its rows as their sidecar is
     (``runs/x.meta.json``): two runs in one folder keep a page each, where one ``report.html``
     would be the page of whichever was viewed last."""
-    name = rows.name.removesuffix(".jsonl") if rows.suffix == ".jsonl" else rows.name
-    return rows.with_name(f"{name}.report.html")
+    return beside(rows, ".report.html")
 
 
 def _compare(
