@@ -253,7 +253,8 @@ def test_misuse_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
     bad.write_text('agent_model = "support"\nrepeatz = 3\n')
     code, _, err = cli(capsys, "run", str(bad))
     assert code == 2
-    assert err.count("\n") == 1 and "unknown keys ['repeatz']" in err
+    assert err.count("\n") == 1
+    assert "unknown keys 'repeatz' (did you mean 'repeats' or 'repeat_policy'?)" in err
     bad.write_text('agent_model = "support"\n')
     code, _, err = cli(capsys, "run", str(bad))
     assert code == 2 and "set output = " in err

@@ -1,8 +1,14 @@
-"""Counts in messages read as English for a count of one."""
+"""Counts in messages read as English for a count of one; a mistyped name is met with the
+names it may have meant."""
+
+import re
+from collections.abc import Callable
 
 import pytest
 
-from whileai.schema.wording import agreeing, counted, plural_of
+from whileai.backends import Sampling
+from whileai.faults import coerce_fault_plan
+from whileai.schema.wording import agreeing, counted, did_you_mean, named_with_close, plural_of
 
 
 @pytest.mark.parametrize(
@@ -53,3 +59,32 @@ def test_a_report_on_one_task_speaks_of_one_task_and_one_row() -> None:
         ["What is 2 + 3?", "What is 7 * 6?"], [["5", "4"], ["42", "41"]], [[1, 0], [1, 0]]
     )
     assert "over 2 tasks, 4 rows" in str(wai.metric_summary(two).metrics["reward"])
+
+
+def test_a_typo_is_answered_with_the_names_it_may_have_meant() -> None:
+    assert did_you_mean("uniqe", ["unique", "repeats"]) == " (did you mean 'unique'?)"
+    assert did_you_mean("colour", ["unique", "repeats"]) == ""
+    assert (
+        named_with_close(["uniqe", "colour"], ["unique", "repeats"])
+        == "'uniqe' (did you mean 'unique'?), 'colour'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: Sampling.coerce({"temprature": 0.5}),
+            "sampling has unknown keys 'temprature' (did you mean 'temperature'?)",
+        ),
+        (
+            lambda: coerce_fault_plan({"kinds": "timeout", "rat": 0.2}),
+            "fault_plan has unknown keys 'rat' (did you mean 'rate'?)",
+        ),
+    ],
+)
+def test_a_mapping_with_a_mistyped_key_names_the_key_it_may_have_meant(
+    call: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from whileai.registry import Registry, get_registry
-from whileai.schema.wording import counted
+from whileai.schema.wording import counted, named_with_close
 
 #: Environment variables that choose each role's model (a spec: ``openai:<model>``,
 #: ``vllm:<model>@<url>``, a bare URL, ``local:smollm2`` or a third-party backend name).
@@ -69,7 +69,10 @@ class Sampling:
         known = {f.name for f in attrs.fields(cls)}
         unknown = sorted(set(value) - known)
         if unknown:
-            raise ValueError(f"sampling has unknown keys {unknown}; known: {sorted(known)}")
+            raise ValueError(
+                f"sampling has unknown keys {named_with_close(unknown, sorted(known))}; "
+                f"known: {sorted(known)}"
+            )
         data = dict(value)
         if data.get("stop") is not None:
             data["stop"] = tuple(data["stop"])

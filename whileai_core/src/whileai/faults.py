@@ -27,6 +27,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from whileai.schema.wording import named_with_close
 from whileai.worlds import FAULT_KINDS, FaultPlan, ToolResult
 
 #: Kinds that stop the call before it does anything.
@@ -110,7 +111,10 @@ def coerce_fault_plan(
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - {"kinds", "rate"})
         if unknown:
-            raise ValueError(f"fault_plan has unknown keys {unknown}; keys are kinds, rate")
+            raise ValueError(
+                f"fault_plan has unknown keys {named_with_close(unknown, ('kinds', 'rate'))}; "
+                "keys are kinds, rate"
+            )
         kinds = value.get("kinds", FAULT_KINDS)
         kinds = kinds.split(",") if isinstance(kinds, str) else kinds
         return FaultPlan(tuple(k.strip() for k in kinds), value.get("rate"))

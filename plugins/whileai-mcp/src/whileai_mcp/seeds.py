@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from whileai.schema.wording import named_with_close
 from whileai.scoring import Verdict
 from whileai.worlds import Situation
 
@@ -175,7 +176,10 @@ def _situation(raw: Any, where: str, index: int) -> tuple[Situation, tuple[str, 
         raise ValueError(f"{where}: a seed situation is an object, got {type(raw).__name__}")
     unknown = set(raw) - _FIELDS
     if unknown:
-        raise ValueError(f"{where}: unknown fields {sorted(unknown)}; a seed has {sorted(_FIELDS)}")
+        raise ValueError(
+            f"{where}: unknown fields {named_with_close(sorted(unknown), sorted(_FIELDS))}; "
+            f"a seed has {sorted(_FIELDS)}"
+        )
     prompt = raw.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError(f"{where}: 'prompt' (the user's first message) is required text")

@@ -17,6 +17,7 @@ from typing import Any
 
 from whileai.commands.common import UsageError
 from whileai.schema.files import user_path
+from whileai.schema.wording import named_with_close
 
 #: Keys of the file that are not simulate() parameters.
 FILE_KEYS = ("advanced", "plugins")
@@ -41,7 +42,8 @@ def load_config(path: str) -> dict[str, Any]:
     unknown = sorted(set(data) - known - set(FILE_KEYS))
     if unknown:
         raise UsageError(
-            f"{path}: unknown keys {unknown}; a config holds simulate()'s parameters "
+            f"{path}: unknown keys {named_with_close(unknown, known)}; a config holds "
+            "simulate()'s parameters "
             f"({', '.join(sorted(known))}), an [advanced] table and plugins"
         )
     if not isinstance(data.get("advanced", {}), Mapping):

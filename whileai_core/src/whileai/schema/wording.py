@@ -44,3 +44,11 @@ def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
     else ``""``: the tail of an error's message."""
     close = difflib.get_close_matches(word, list(choices), n=3, cutoff=cutoff)
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def named_with_close(words: Iterable[str], choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """Each of ``words`` quoted, with the close matches :func:`did_you_mean` finds among
+    ``choices``: ``'uniqe' (did you mean 'unique'?), 'colour'``, for an error naming the keys
+    it does not know."""
+    known = list(choices)
+    return ", ".join(f"{w!r}{did_you_mean(str(w), known, cutoff)}" for w in words)

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
-from whileai.schema.wording import did_you_mean
+from whileai.schema.wording import named_with_close
 from whileai.worlds import FAULT_KINDS, WorldDefaults
 
 #: The world a run happens in when ``advanced={"world": ...}`` names none.
@@ -281,11 +281,9 @@ class RunKnobs:
         names = [f.name for f in attrs.fields(cls)]
         unknown = [k for k in advanced if k not in names]
         if unknown:
-            parts = []
-            for key in unknown:
-                parts.append(f"{key!r}{did_you_mean(str(key), names, cutoff=0.5)}")
             raise ValueError(
-                f"unknown advanced key {', '.join(parts)}; advanced keys are the RunKnobs "
+                f"unknown advanced key {named_with_close(unknown, names, cutoff=0.5)}; "
+                "advanced keys are the RunKnobs "
                 f"fields: {', '.join(names)}"
             )
         return cls(**dict(advanced))
