@@ -19,8 +19,13 @@ checked after the clock stops (Inspect's log holds its samples in memory; whilea
 read back from its file), and the bare ceilings are timed on rows (or their texts) already in
 memory.
 
-Each line is the median of five timed runs (the headline prints the five's range beside it).
-Each engine runs in a fresh interpreter of its own, one after the other: in one process, each
+The headline is five pairs of runs, each run in a fresh interpreter of its own (one warm-up
+run, then the timed one), the two engines taking turns (whileai first in the first pair, Inspect
+AI first in the next, and so on): the ratio printed is the median of the five pairs' ratios,
+with their range. Both engines' rates drift by a fifth or more between minutes on a shared
+machine, so runs of the two sides timed minutes apart give a ratio that moves with the drift;
+runs side by side in time share it. The other lines are each the median of five timed runs in
+one process a side. Each engine always runs in an interpreter of its own: in one process, each
 would pay for the other's objects in every full garbage collection (Inspect AI's imports hold
 some 220,000 objects, whileai's 85,000).
 
@@ -336,20 +341,10 @@ def run_inspect_tools(n: int, log_dir: str) -> Any:
 TRIALS = 5
 
 
-def trials(label: str, fn: Callable[[int], Any]) -> list[Timing]:
-    """``fn(trial)`` timed TRIALS times, fastest first (each run's result with it)."""
-    return sorted((timed(label, partial(fn, t)) for t in range(TRIALS)), key=lambda r: r.seconds)
-
-
 def median_of(label: str, fn: Callable[[int], Any]) -> Timing:
-    """The median of :func:`trials`."""
-    runs = trials(label, fn)
+    """``fn(trial)`` timed TRIALS times: the median run (its result with it)."""
+    runs = sorted((timed(label, partial(fn, t)) for t in range(TRIALS)), key=lambda r: r.seconds)
     return runs[len(runs) // 2]
-
-
-def rate_range(runs: list[Timing], items: int) -> list[float]:
-    """The slowest and fastest rates of :func:`trials`' runs."""
-    return [runs[-1].rate(items), runs[0].rate(items)]
 
 
 #: The rollouts of one RL step: a training loop calls the engine once a step, so each call's
@@ -363,13 +358,47 @@ def rl_steps(n: int) -> tuple[int, int]:
     return max(1, n // (2 * size)), size
 
 
+def whileai_single(n: int, scratch: str) -> dict[str, Any]:
+    """One timed single-turn run of whileai writing its rows, after a warm-up (imports, plugin
+    hooks), in a process of its own: one half of a headline pair."""
+    run_whileai(20, f"{scratch}/warm.jsonl")
+    run = timed("whileai", lambda: run_whileai(n, f"{scratch}/rows.jsonl"))
+    graded = rewards(run.result)
+    assert len(graded) == n and all(r == 1.0 for r in graded), "whileai graded a rollout a fail"
+    written = len(Path(f"{scratch}/rows.jsonl").read_text(encoding="utf-8").splitlines())
+    assert written == n, f"whileai wrote {written} rows of {n}"
+    return {"rate": run.rate(n), "seconds": run.seconds}
+
+
+def inspect_single(n: int, scratch: str) -> dict[str, Any]:
+    """One timed run of Inspect AI's plain samples writing its log, after a warm-up, in a
+    process of its own: the other half of a headline pair."""
+    patch_tiktoken()
+    run_inspect(20, f"{scratch}/warm-logs", **BEST)
+    run = timed("inspect", lambda: run_inspect(n, f"{scratch}/logs", **BEST))
+    graded = pass_values(run.result)
+    assert len(graded) == n and all(r == 1.0 for r in graded), "Inspect graded a sample a fail"
+    return {"rate": run.rate(n), "seconds": run.seconds}
+
+
+def headline_pairs(n: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """TRIALS pairs of (whileai, Inspect AI) single runs, each in a fresh process, the two
+    taking turns at going first, so that a drift of the machine falls on both alike."""
+    pairs = []
+    for t in range(TRIALS):
+        order = ("whileai-single", "inspect-single")
+        got = {side: run_side(side, n) for side in (order if t % 2 == 0 else order[::-1])}
+        pairs.append((got["whileai-single"], got["inspect-single"]))
+    return pairs
+
+
 def whileai_side(n: int, scratch: str) -> dict[str, Any]:
-    """whileai's timed runs, in a process of its own: single-turn writing its rows, the same in
-    memory, the shop run and the bare ceilings of its rows."""
+    """whileai's timed runs for the labelled lines, in a process of its own: single-turn writing
+    its rows (beside the RL steps, for the fixed cost of a call), the same in memory, the RL
+    steps, the shop run and the bare ceilings of its rows."""
     # warm up once (imports, plugin hooks) so the timed runs measure the engine
     run_whileai(20, f"{scratch}/warm.jsonl")
-    singles = trials("whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"))
-    ours = singles[len(singles) // 2]
+    ours = median_of("whileai", lambda t: run_whileai(n, f"{scratch}/rows-{t}.jsonl"))
     memory = median_of("whileai in memory", lambda t: run_whileai(n))
     graded = rewards(ours.result)
     assert len(graded) == len(rewards(memory.result)) == n
@@ -407,8 +436,6 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
     return {
         "single": ours.rate(n),
         "memory": memory.rate(n),
-        "single_seconds": ours.seconds,
-        "single_range": rate_range(singles, n),
         "steps": stepped.rate(steps * size),
         "shop": shop.rate(n),
         "built": built.rate(n),
@@ -418,15 +445,13 @@ def whileai_side(n: int, scratch: str) -> dict[str, Any]:
 
 
 def inspect_side(n: int, scratch: str) -> dict[str, Any]:
-    """Inspect AI's timed runs, in a process of its own: plain samples and tool-using ones."""
+    """Inspect AI's timed runs for the labelled lines, in a process of its own: plain samples
+    on its defaults, RL steps, and tool-using samples."""
     patch_tiktoken()
     run_inspect(20, f"{scratch}/warm-logs", **BEST)
-    singles = trials("inspect", lambda t: run_inspect(n, f"{scratch}/logs-{t}", **BEST))
-    peer = singles[len(singles) // 2]
     default = median_of("inspect default", lambda t: run_inspect(n, f"{scratch}/default-{t}"))
-    for log in (peer.result, default.result):
-        graded = pass_values(log)
-        assert len(graded) == n and all(r == 1.0 for r in graded), "Inspect graded a sample a fail"
+    graded = pass_values(default.result)
+    assert len(graded) == n and all(r == 1.0 for r in graded), "Inspect graded a sample a fail"
     steps, size = rl_steps(n)
     stepped = median_of(
         "inspect steps",
@@ -440,16 +465,18 @@ def inspect_side(n: int, scratch: str) -> dict[str, Any]:
         "Inspect's tool-using samples did not all end with the answer"
     )
     return {
-        "single": peer.rate(n),
-        "single_seconds": peer.seconds,
-        "single_range": rate_range(singles, n),
         "default": default.rate(n),
         "steps": stepped.rate(steps * size),
         "tools": tools.rate(n),
     }
 
 
-SIDES = {"whileai": whileai_side, "inspect": inspect_side}
+SIDES = {
+    "whileai": whileai_side,
+    "inspect": inspect_side,
+    "whileai-single": whileai_single,
+    "inspect-single": inspect_single,
+}
 
 
 def run_side(side: str, n: int) -> dict[str, Any]:
@@ -468,6 +495,29 @@ def run_side(side: str, n: int) -> dict[str, Any]:
     return figures
 
 
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def headline(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """The median of the pairs' ratios against the target, each side's median rate, and the
+    ratios' range: the line and its figures, printed."""
+    ratios = sorted(w["rate"] / i["rate"] for w, i in pairs)
+    ratio = median(ratios)
+    ours, peer = median([w["rate"] for w, _ in pairs]), median([i["rate"] for _, i in pairs])
+    return (
+        f"rollouts: whileai {ours:,.1f}/s  Inspect AI {peer:,.1f}/s (medians)  ratio "
+        f"{ratio:.2f}x, the median of the pairs' ratios  (target >= 100x: "
+        f"{'met' if ratio >= 100 else 'NOT met'})\n"
+        f"   (the {TRIALS} pairs, whileai/s : Inspect AI/s = ratio: "
+        + ", ".join(
+            f"{w['rate']:,.0f} : {i['rate']:,.1f} = {w['rate'] / i['rate']:.1f}x" for w, i in pairs
+        )
+        + f"; range {ratios[0]:.2f}-{ratios[-1]:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -479,19 +529,16 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             print(json.dumps(SIDES[args.side](n, scratch)))
         return
-    # one side after the other, never both at once on a 2-core machine
+    # one process after the other, never two at once on a 2-core machine
+    pairs = headline_pairs(n)
     ours, peer = run_side("whileai", n), run_side("inspect", n)
     print(
-        f"{n} single-turn rollouts, both writing their output, each engine in a process of "
-        f"its own: whileai {ours['single_seconds']:.2f} s, Inspect AI {peer['single_seconds']:.2f} s "
-        "(log_realtime=False, its setting for many samples that cost no inference)"
+        f"{n} single-turn rollouts, both writing their output, {TRIALS} pairs of runs taking "
+        "turns, each run in a process of its own (Inspect AI on log_realtime=False, its "
+        "setting for many samples that cost no inference)"
     )
-    print(ratio_line("rollouts", ours["single"], peer["single"], "Inspect AI", target=100))
-    (ours_low, ours_high), (peer_low, peer_high) = ours["single_range"], peer["single_range"]
-    print(
-        f"   (the {TRIALS} timed runs behind those medians: whileai {ours_low:,.0f}-"
-        f"{ours_high:,.0f}/s, Inspect AI {peer_low:,.1f}-{peer_high:,.1f}/s)"
-    )
+    print(headline(pairs))
+
     print(
         "   (flatters whileai: Inspect AI on its defaults, live-view event logging on) "
         + ratio_line("rollouts", ours["single"], peer["default"], "Inspect AI (defaults)")
@@ -506,7 +553,12 @@ def main() -> None:
     )
     print(
         "   (information, not like for like: whileai writing no file) "
-        + ratio_line("rollouts", ours["memory"], peer["single"], "Inspect AI (writing)")
+        + ratio_line(
+            "rollouts",
+            ours["memory"],
+            median([i["rate"] for _, i in pairs]),
+            "Inspect AI (writing)",
+        )
     )
     print(
         f"shop world, multi-turn with tools and faults, {n} rollouts writing output=: whileai "
