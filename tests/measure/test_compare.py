@@ -198,6 +198,34 @@ def test_compare_runs_warns_when_a_verifier_or_world_grades_by_another_version()
     assert wai.compare_runs(graded(BASE, "2"), graded(TUNED, "2")).warnings == []
 
 
+def keyed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows``, each naming its rollout as a run's rows do."""
+    return [
+        {**row, "lineage": {"rollout_key": f"{row['task_id']}/r{i}"}} for i, row in enumerate(rows)
+    ]
+
+
+def test_compare_runs_says_when_both_arms_are_the_same_rollouts() -> None:
+    # the same rollouts graded twice (a judge against another, or a file against itself by
+    # mistake): whatever the delta, it is not the agent's
+    rollouts = keyed(arm(BASE))
+    regraded = [{**row, "reward": 1.0} for row in reversed(rollouts)]
+    report = wai.compare_runs(rollouts, regraded)
+    # (11 of BASE's 16 rollouts passed; regraded, all 16 do)
+    assert report.delta == pytest.approx(1 - 11 / 16)
+    (warning,) = report.warnings
+    assert warning == (
+        "a and b hold the same 16 rollouts (every lineage.rollout_key of one is in the other): "
+        "the delta measures how they were graded, not what the agent did"
+    )
+    assert warning in str(report)
+    # one rollout played again, one missing, or rows that do not name their rollout: other runs
+    replayed = [*rollouts[:-1], {**rollouts[-1], "lineage": {"rollout_key": "t4/r99"}}]
+    assert wai.compare_runs(rollouts, replayed).warnings == []
+    assert wai.compare_runs(rollouts, rollouts[:-1]).warnings == []
+    assert wai.compare_runs(arm(BASE), arm(BASE)).warnings == []
+
+
 def test_compare_runs_reads_each_arm_once(walked: Any) -> None:
     # counted, not timed: a run's rows from its file are parsed on every walk, and what
     # produced each arm was read in a second walk after the one its task table made

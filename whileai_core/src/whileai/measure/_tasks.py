@@ -322,11 +322,19 @@ def _clusters(situations: list[str | None]) -> IntArray | None:
     return np.asarray(out, dtype=np.int64)
 
 
+#: the rollout keys' digest is kept to 64 bits
+_DIGEST_MASK = (1 << 64) - 1
+
+
 class Provenance:
     """What produced the rows, as the sets of values seen: the deploy prompt's hash, the judge
     (an LLM judge's model; a verifier's or world's name and version), the writer and the user
     model. Rows that do not say are left out of the sets. Gathered a row at a time, beside a
-    walk made for something else (a file's rows are parsed on every walk)."""
+    walk made for something else (a file's rows are parsed on every walk).
+
+    Which rollouts the rows are is kept as a count and an order-free digest of their
+    ``lineage.rollout_key`` (the sum and the exclusive or of the keys' hashes): two arms of a
+    million rows are told to be the same rollouts without either's keys held in memory."""
 
     def __init__(self) -> None:
         self.seen: dict[str, set[str]] = {
@@ -335,6 +343,21 @@ class Provenance:
             "writer model (writer_model)": set(),
             "user model (user_model)": set(),
         }
+        self.keyed = 0
+        self.unkeyed = 0
+        self._key_sum = 0
+        self._key_xor = 0
+
+    def same_rollouts(self, other: Provenance) -> int:
+        """How many rollouts both hold when every row of each names its rollout and the two
+        name the same ones (0 otherwise). Hashes are salted per process, so only two walks in
+        one process compare."""
+        alike = (self.keyed, self._key_sum, self._key_xor) == (
+            other.keyed,
+            other._key_sum,
+            other._key_xor,
+        )
+        return self.keyed if alike and self.keyed and not (self.unkeyed or other.unkeyed) else 0
 
     def passing(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         """``rows`` as they are, each read here once the walk has taken it (and checked it)."""
@@ -345,6 +368,14 @@ class Provenance:
     def add(self, row: Mapping[str, Any]) -> None:
         prompt, judge, writer, user = self.seen.values()
         lineage = row.get("lineage")
+        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+        if isinstance(key, str) and key:
+            hashed = hash(key)
+            self.keyed += 1
+            self._key_sum = (self._key_sum + hashed) & _DIGEST_MASK
+            self._key_xor ^= hashed
+        else:
+            self.unkeyed += 1
         if isinstance(lineage, Mapping) and lineage.get("system_prompt_sha"):
             prompt.add(str(lineage["system_prompt_sha"]))
         meta = row.get("judge_meta")

@@ -387,7 +387,8 @@ def compare_runs(
 ) -> CompareReport:
     """:func:`compare` on two runs' rows (a list of rows, or a run with ``.rows``), warning when
     the arms were not produced alike: a different deploy prompt (``lineage.system_prompt_sha``),
-    judge, writer or user model."""
+    judge, writer or user model; and when they hold the same rollouts (a run regraded), whose
+    delta is the grading's."""
     std, runs = _check_run_std(run_std, run_std_runs)
     rows_a, rows_b = rows_of(run_a, "run_a"), rows_of(run_b, "run_b")
     # what produced each arm is read in the walk its task table makes: one walk an arm
@@ -397,6 +398,12 @@ def compare_runs(
     )
     fields = {f.name: getattr(report, f.name) for f in attrs.fields(CompareReport)}
     fields["warnings"] = _provenance_warnings(seen_a.seen, seen_b.seen)
+    same = seen_a.same_rollouts(seen_b)
+    if same:
+        fields["warnings"].append(
+            f"a and b hold the same {counted(same, 'rollout')} (every lineage.rollout_key of one "
+            "is in the other): the delta measures how they were graded, not what the agent did"
+        )
     return CompareRunsReport(**fields)
 
 
