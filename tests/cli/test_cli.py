@@ -80,6 +80,9 @@ def test_json_output_is_json_and_nothing_else(
     summary = json.loads(out)
     assert code == 0 and summary["rows"] == 12
     assert summary["provenance"]["world"]["name"] == "shop"
+    code, out, _ = cli(capsys, "report", str(tmp_path / "quiet.jsonl"))
+    version = summary["provenance"]["world"]["version"]
+    assert code == 0 and f"\n  world             shop {version}\n" in out
     assert summary["pass_at"]["ci95"] is not None
     code, out, _ = cli(capsys, "plugins", "--json")
     assert code == 0 and any(p["name"] == "shop" for p in json.loads(out)["plugins"])

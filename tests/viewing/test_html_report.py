@@ -47,6 +47,10 @@ def test_a_run_file_becomes_one_page_with_every_section(shop_runs: dict[str, Any
     assert f"[{report.ci95[0]:.3f}, {report.ci95[1]:.3f}]" in page
     # knobs and provenance from the sidecar
     assert shop_runs["on"].metadata["run_id"] in page
+    # the world as a person names it, the same under the title and in the table
+    world = shop_runs["on"].metadata["world"]
+    assert f"world {world['name']} {world['version']} · " in page
+    assert f"<td>world</td><td>{world['name']} {world['version']}</td>" in page
     assert ">fault_rate<" in page and ">0.6<" in page
     # every rollout has a transcript, each with its verdict
     assert page.count("<details class='rollout") == len(shop_runs["on"].rows)

@@ -9,7 +9,7 @@ from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
 from whileai.schema.files import RESUME_HINT
-from whileai.schema.provenance import RUN_PROVENANCE
+from whileai.schema.provenance import RUN_PROVENANCE, provenance_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +74,7 @@ def report_command(args: argparse.Namespace) -> int:
     print(f"run {args.run}")
     for key, value in made["provenance"].items():
         if value is not None:
-            print(f"  {key:<18}{value}")
+            print(f"  {key:<18}{provenance_text(key, value)}")
     if made["complete"] is False:
         print(f"  (the run did not finish: {RESUME_HINT})")
     print(passes)

@@ -1,9 +1,10 @@
 """Who made a row, read the same way everywhere: whether the judge's model is the model that
 wrote the row (``wai.grade``, ``wai.run_judge`` and ``judge_trust`` all decide it here), and
-which of a run's metadata keys say where it came from."""
+which of a run's metadata keys say where it came from, and how their values read."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,16 @@ RUN_PROVENANCE: tuple[str, ...] = (
     "planned_rollouts",
     "replayed_from_run",
 )
+
+
+def provenance_text(key: str, value: Any) -> str:
+    """A run's metadata value as a person reads it: the world as its name and version
+    (``bank 3``), text as it is, anything else as JSON (``--json`` output keeps the value)."""
+    if key == "world" and isinstance(value, Mapping) and value.get("name"):
+        return f"{value['name']} {value.get('version') or ''}".strip()
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def model_names(value: Any) -> set[str]:

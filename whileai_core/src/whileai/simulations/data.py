@@ -21,6 +21,7 @@ import attrs
 from whileai.response_cache import cache_line
 from whileai.schema.export import export_row
 from whileai.schema.files import sidecar_path, user_path, write_rows, write_sidecar
+from whileai.schema.provenance import provenance_text
 from whileai.schema.report import Report, fmt
 from whileai.schema.rowlist import RowList
 from whileai.schema.wording import counted
@@ -118,7 +119,7 @@ class RunReport(Report):
             ["user", self.user_model],
             ["writer", self.writer_model],
             ["grader", self.grader + (f" (+ {self.llm_grader})" if self.llm_grader else "")],
-            ["world", f"{self.world['name']} {self.world.get('version') or ''}".strip()],
+            ["world", provenance_text("world", self.world)],
             ["executor", self.executor],
             *([["search", _search_line(self.search)]] if self.search else []),
             *(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from whileai.schema.files import beside, read_sidecar, sidecar_path, user_path
+from whileai.schema.provenance import provenance_text
 from whileai.schema.source import row_source
 from whileai.viewing import sections
 from whileai.viewing.digest import ExportedRows, digest
@@ -94,7 +95,7 @@ def html_report(
         str(v)
         for v in (
             metadata.get("run_id") and f"run {metadata['run_id']}",
-            metadata.get("world") and f"world {metadata['world']}",
+            metadata.get("world") and f"world {provenance_text('world', metadata['world'])}",
             metadata.get("agent_model") and f"agent {metadata['agent_model']}",
             metadata.get("created"),
         )

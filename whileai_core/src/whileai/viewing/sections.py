@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from whileai.schema.provenance import RUN_PROVENANCE
+from whileai.schema.provenance import RUN_PROVENANCE, provenance_text
 from whileai.schema.report import fmt, fmt_ci
 from whileai.schema.wording import counted
 from whileai.viewing.digest import FaultTally, RunDigest
@@ -97,7 +97,9 @@ def summary_section(run: RunDigest, meta: Mapping[str, Any], pass_report: Any) -
 def knobs_section(meta: Mapping[str, Any]) -> Section:
     metadata = meta.get("metadata") or {}
     report = meta.get("report") or {}
-    provenance = [[k, _shown(metadata[k])] for k in RUN_PROVENANCE if metadata.get(k) is not None]
+    provenance = [
+        [k, provenance_text(k, metadata[k])] for k in RUN_PROVENANCE if metadata.get(k) is not None
+    ]
     knobs = [[k, _shown(report[k])] for k in KNOBS if report.get(k) not in (None, {}, [])]
     resolved = report.get("knobs") or {}
     body = "<h3>Provenance</h3>" + (
