@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -69,6 +71,24 @@ def test_one_task_gives_a_point_estimate_and_few_a_caveat() -> None:
     few = wai.metric_summary([row("a", 1.0), row("b", 0.0)])
     assert few.metrics["reward"].ci95 is not None
     assert any("reward: 2 tasks, fewer than 10" in n for n in few.notes)
+
+
+def test_a_count_every_task_gave_alike_has_no_interval_rather_than_one_of_width_zero() -> None:
+    # eight tool errors in every rollout of both tasks: Student's t has no spread to size an
+    # interval by, and [8.000, 8.000] would say the mean is known exactly
+    rows = [
+        row(task, 0.0, markers={"tool_errors": 8, "turns": turns})
+        for task, turns in (("a", 3), ("a", 4), ("b", 9))
+    ]
+    report = wai.marker_summary(rows)
+    assert report.metrics["tool_errors"].mean == 8.0
+    assert report.metrics["tool_errors"].ci95 is None
+    assert report.metrics["turns"].ci95 is not None
+    assert (
+        "no interval for tool_errors: every task gave the same value, so there is no spread to "
+        "size one by"
+    ) in report.notes
+    assert re.search(r"tool_errors +8\.000 +no interval +2 +3\n", str(report))
 
 
 def test_named_metrics_and_unknown_marker() -> None:

@@ -114,6 +114,7 @@ def summarise_table(
     lines: dict[str, MetricLine] = {}
     notes: list[str] = []
     few: list[str] = []
+    alike: list[str] = []
     #: the metrics whose interval rests on fewer than SMALL_SAMPLE units, and on how many
     units_of: dict[str, int] = {}
     for name in wanted:
@@ -133,7 +134,12 @@ def summarise_table(
         units = unit_count(len(means), clusters)
         if units >= 2:
             ci = mean_interval(means, n_rows, clusters, confidence)
-            if units < SMALL_SAMPLE:
+            if ci is not None and ci[0] == ci[1]:
+                # a count every task gave alike: Student's t has no spread to size an interval
+                # by, and an interval of width 0 would claim the mean is known exactly
+                ci = None
+                alike.append(name)
+            elif units < SMALL_SAMPLE:
                 units_of[name] = units
         else:
             few.append(name)
@@ -142,6 +148,11 @@ def summarise_table(
         notes.append(
             f"one situation for {', '.join(few)}: an interval over tasks needs two or more, "
             "so a point estimate"
+        )
+    if alike:
+        notes.append(
+            f"no interval for {', '.join(alike)}: every task gave the same value, so there is "
+            "no spread to size one by"
         )
     if units_of:
         fewest = min(units_of.values())
