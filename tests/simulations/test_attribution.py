@@ -92,6 +92,28 @@ def test_a_user_who_leaves_early_contradicts_or_leaks_owns_the_failure() -> None
     assert owner(seen) == "agent"
 
 
+def test_a_user_that_loops_on_a_phrase_owns_the_failure() -> None:
+    # what a small model playing the customer wrote in a real bank run
+    looping = "Sorry, " + "I'm sorry, " * 13 + "I'm"
+    found = failure_owner(failed([*lookup(0), user(looping)]), SITUATION, 3)
+    assert found == {
+        "owner": "user",
+        "reason": "the simulated user's follow-up 1 says \"Sorry, I'm\" 14 times in a row: "
+        "the simulator broke down, which no customer does",
+        "source": "rules",
+    }
+    # a customer who insists, or repeats a request once, is a customer: the agent's failure
+    for said in (
+        "No, no, no. I said A1234. Where is it?",
+        "Where is my order A1234? " * 2,
+        "please please please please please help, my order A1234 has not come and it was a gift "
+        "for my daughter's birthday on Friday",
+    ):
+        assert owner(failed([*lookup(0), user(said)])) == "agent", said
+    # a loop that is most of a longer turn still counts
+    assert owner(failed([user("ok. " + "thank you " * 8 + "bye")])) == "user"
+
+
 def test_only_failed_graded_rows_have_an_owner() -> None:
     assert owner(failed([], reward=1.0)) is None
     assert owner(failed([], judge_status="error", reward=None)) is None

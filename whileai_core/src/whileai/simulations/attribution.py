@@ -9,7 +9,9 @@ programmatic, read off the row and its situation, in this order:
 - **user**: the simulated user left before its patience ran out; or named a value of the
   same shape as one in the hidden state but another one (an order id that is not the
   customer's); or said a value of the goal only the grader holds (an outcome label, the
-  goal's summary) that neither the prompt nor any tool result showed;
+  goal's summary) that neither the prompt nor any tool result showed; or broke down into
+  repetition (one phrase of up to four words said six or more times in a row, making up
+  half its turn or more: ``I'm sorry, I'm sorry, ...``), which no customer writes;
 - **agent**: anything else. The agent had what it needed and a user that kept to its part.
 
 Each failed row gets ``failure_owner``: ``{"owner", "reason", "source": "rules"}``. A row
@@ -48,6 +50,7 @@ def failure_owner(
         _user_left_early(steps, patience),
         _user_contradicted(steps, situation),
         _user_leaked(steps, situation, str(row.get("prompt") or "")),
+        _user_repeated(steps),
     ):
         if reason is not None:
             owner, why = reason
@@ -157,6 +160,45 @@ def _user_leaked(
                     f"the simulated user said the goal's {key} ({value!r}), which only the "
                     "grader holds"
                 )
+    return None
+
+
+#: A phrase said this many times in a row is a simulator looping, not a customer insisting
+#: ("no, no, no" is three; a model stuck on a phrase says it dozens of times)
+LOOP_REPEATS = 6
+#: the longest phrase, in words, checked for repeats
+LOOP_PHRASE_WORDS = 4
+
+
+def _user_repeated(steps: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    for n, turn in enumerate(_user_turns(steps), start=1):
+        words = str(turn.get("content") or "").split()
+        found = _loop_in([w.lower() for w in words])
+        if found is not None:
+            start, size, times = found
+            phrase = " ".join(words[start : start + size])
+            return "user", (
+                f"the simulated user's follow-up {n} says {phrase!r} {times} times in a row: "
+                "the simulator broke down, which no customer does"
+            )
+    return None
+
+
+def _loop_in(words: Sequence[str]) -> tuple[int, int, int] | None:
+    """Where the phrase of up to LOOP_PHRASE_WORDS words said LOOP_REPEATS or more times in a
+    row that makes up half of ``words`` or more starts, its length in words, and how many
+    times it is said; None when there is none."""
+    for size in range(1, LOOP_PHRASE_WORDS + 1):
+        start = 0
+        while start + size * LOOP_REPEATS <= len(words):
+            phrase = words[start : start + size]
+            times = 1
+            while words[start + times * size : start + (times + 1) * size] == phrase:
+                times += 1
+            if times >= LOOP_REPEATS and 2 * times * size >= len(words):
+                return start, size, times
+            # a start inside this run finds the same run, shorter
+            start += (times - 1) * size if times >= LOOP_REPEATS else 1
     return None
 
 
