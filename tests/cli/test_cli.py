@@ -492,6 +492,11 @@ def test_import_turns_another_tools_log_into_a_rows_file_report_reads(
     odd.write_text('{"foo": 1}\n')
     code, _, err = cli(capsys, "import", str(odd), "--output", str(out))
     assert code == 2 and "not a file wai.load reads" in err
+    # a folder of logs is named with what is in it
+    code, _, err = cli(capsys, "import", str(tmp_path), "--output", str(out))
+    assert code == 2
+    assert err.startswith(f"whileai import: {str(tmp_path)!r} is a folder, not a log: name one")
+    assert "(it holds 2 logs, newest first: " in err
 
 
 def test_a_rows_file_cut_by_a_kill_is_named_with_what_to_do(

@@ -48,6 +48,8 @@ def test_tau_bench_and_tau2_bench_results_become_grouped_rows() -> None:
 
 def test_a_verifiers_run_reads_with_its_metadata() -> None:
     rows = wai.load(SAMPLES / "verifiers" / "results.jsonl")
+    # the run's folder, as vf-eval writes it, is the same run
+    assert wai.load(SAMPLES / "verifiers") == rows
     assert [r["reward"] for r in rows] == [1.0, 0.0]
     assert [r["lineage"]["repeat"] for r in rows] == [0, 1]
     assert rows[0]["prompt"] == "What is 2 + 3?" and rows[1]["final_text"] == "6"
@@ -125,6 +127,14 @@ def test_an_inspect_log_reads_through_inspects_own_reader_and_two_compare(
     delta = wai.compare(a, b)
     assert delta.n_paired == 4
     assert "reward" in str(delta)
+    # Inspect's log_dir holds both evals: each is read on its own, never the two as one
+    with pytest.raises(IsADirectoryError) as refused:
+        wai.load(before.parent)
+    assert str(refused.value) == (
+        f"wai.load: {str(before.parent)!r} is a folder, not a log: name one log in it (it holds "
+        f"2 logs, newest first: {str(after)!r}, {str(before)!r}); each is an eval of its own, "
+        "to import and measure apart"
+    )
 
 
 def test_an_inspect_log_without_its_samples_says_so(tmp_path: Path) -> None:

@@ -26,11 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def import_command(args: argparse.Namespace) -> int:
-    from whileai.importers.load import detect, stream
+    from whileai.importers.load import detect, log_file, stream
 
-    log = user_path(args.log)
-    if not log.is_file():
-        raise UsageError(f"{args.log}: no such file")
+    try:
+        log = log_file(args.log, "whileai import")
+    except OSError as exc:
+        raise UsageError(str(exc).removeprefix("whileai import: ")) from None
     tasks: Counter[str] = Counter()
 
     def tallied(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import Any
 from whileai.importers import inspect_logs, lm_eval, tau_bench, verifiers_results
 from whileai.schema.arrow_columns import decoded
 from whileai.schema.files import iter_jsonl, user_path
+from whileai.schema.wording import counted, name_some
 
 FORMATS = ("inspect", "lm_eval", "tau_bench", "verifiers", "whileai")
 
@@ -83,6 +84,39 @@ READERS: dict[str, Callable[[Path], Iterable[dict[str, Any]]]] = {
 }
 
 
+#: what the logs of the tools read here are named (a folder's are listed when one is given)
+LOG_SUFFIXES = (".eval", ".json", ".jsonl", ".parquet")
+
+
+def log_file(path: str | Path, who: str) -> Path:
+    """``path`` as a log file to read; an error naming ``who`` when it is none. A verifiers run's
+    folder is its ``results.jsonl``; any other folder (an Inspect AI log_dir) is refused with
+    the logs in it, newest first: its logs are separate evals, often of other models or tasks,
+    and read as one they would be measured as one."""
+    target = user_path(path)
+    if target.is_file():
+        return target
+    if (target / "results.jsonl").is_file() and (target / "metadata.json").is_file():
+        return target / "results.jsonl"
+    if target.is_dir():
+        logs = sorted(
+            (p for p in target.iterdir() if p.is_file() and p.suffix in LOG_SUFFIXES),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        held = (
+            f"it holds {counted(len(logs), 'log')}, newest first: "
+            + name_some([str(p) for p in logs], 3)
+            if logs
+            else f"it holds no {', '.join(LOG_SUFFIXES[:-1])} or {LOG_SUFFIXES[-1]} file"
+        )
+        raise IsADirectoryError(
+            f"{who}: {str(path)!r} is a folder, not a log: name one log in it ({held}); each "
+            "is an eval of its own, to import and measure apart"
+        )
+    raise FileNotFoundError(f"{who}: no such file {str(path)!r}")
+
+
 def load(path: str | Path, format: str | None = None) -> list[dict[str, Any]]:
     """The rows of ``path``: another tool's per-sample output, or our own rows."""
     return list(stream(path, format))
@@ -92,9 +126,7 @@ def stream(path: str | Path, format: str | None = None) -> Iterator[dict[str, An
     """:func:`load`'s rows one at a time, as they are read (``whileai import`` writes them so:
     a log of any length imports in the memory of one row). The file is found, and its format
     named or detected, before the first row is asked for."""
-    target = user_path(path)
-    if not target.is_file():
-        raise FileNotFoundError(f"wai.load: no such file {str(target)!r}")
+    target = log_file(path, "wai.load")
     chosen = format or detect(target)
     if chosen not in READERS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {chosen!r}")

@@ -10,7 +10,7 @@ after that pass is numpy over tasks.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -392,10 +392,3 @@ class Provenance:
             writer.add(str(row["writer_model"]))
         if row.get("user_model"):
             user.add(str(row["user_model"]))
-
-
-def name_some(names: Sequence[str], limit: int = 5, quote: Callable[[str], str] = repr) -> str:
-    """``'a', 'b', 'c' and 4 more``: a list a person can read in one line."""
-    shown = ", ".join(quote(n) for n in names[:limit])
-    more = len(names) - limit
-    return f"{shown} and {more} more" if more > 0 else shown

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._tasks import Provenance, RowCounts, TaskTable, name_some, task_table
+from whileai.measure._tasks import Provenance, RowCounts, TaskTable, task_table
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
     difference_interval,
@@ -29,7 +29,7 @@ from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed, normal_quan
 from whileai.measure.variance import ZERO_FLOOR
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
-from whileai.schema.wording import agreeing, counted
+from whileai.schema.wording import agreeing, counted, name_some
 
 #: What each verdict of a comparison means, in words.
 VERDICT_READINGS: dict[str, str] = {

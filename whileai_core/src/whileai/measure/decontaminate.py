@@ -45,13 +45,12 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.measure._tasks import name_some
 from whileai.schema.files import user_path
 from whileai.schema.records import RowError
 from whileai.schema.report import Report, table
 from whileai.schema.source import kept_rows, rows_of
 from whileai.schema.stored import StoredRows
-from whileai.schema.wording import agreeing, counted
+from whileai.schema.wording import agreeing, counted, name_some
 
 DEFAULT_N = 13
 # GPT-3 appendix C: "Due to spurious collisions at lower values of N we use a minimum value of 8".

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from whileai.measure._tasks import RowCounts, TaskTable, hack_suspected, name_some, task_table
+from whileai.measure._tasks import RowCounts, TaskTable, hack_suspected, task_table
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
     bounded_mean_interval,
@@ -36,7 +36,7 @@ from whileai.measure.intervals import (
 from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
-from whileai.schema.wording import agreeing, counted
+from whileai.schema.wording import agreeing, counted, name_some
 
 #: Fewer attempts per group than this and the k-way numbers are too noisy to print.
 MIN_REPEATS = 4

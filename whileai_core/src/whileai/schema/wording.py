@@ -8,7 +8,7 @@ Every message that counts something goes through here, so a count of one reads a
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 _SIBILANT_ENDINGS = ("s", "x", "z", "ch", "sh")
 _VOWELS = frozenset("aeiou")
@@ -52,3 +52,10 @@ def named_with_close(words: Iterable[str], choices: Iterable[str], cutoff: float
     it does not know."""
     known = list(choices)
     return ", ".join(f"{w!r}{did_you_mean(str(w), known, cutoff)}" for w in words)
+
+
+def name_some(names: Sequence[str], limit: int = 5, quote: Callable[[str], str] = repr) -> str:
+    """``'a', 'b', 'c' and 4 more``: a list a person can read in one line."""
+    shown = ", ".join(quote(n) for n in names[:limit])
+    more = len(names) - limit
+    return f"{shown} and {more} more" if more > 0 else shown
