@@ -369,6 +369,35 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
 
 
+def test_grade_exits_1_when_the_judge_could_not_grade_a_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the second answer has no reference: MathEqual cannot grade it, and a script must see so
+    pytest.importorskip("whileai_verifiers")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        json.dumps({"prompt": "2 + 3?", "privileged": {"reference": "5"}, "final_text": "5"})
+        + "\n"
+        + json.dumps({"prompt": "7 * 6?", "final_text": "42"})
+        + "\n"
+    )
+    graded = tmp_path / "graded.jsonl"
+    code, out, _ = cli(
+        capsys, "grade", str(answers), "--judge", "MathEqual", "--output", str(graded)
+    )
+    assert code == 1
+    assert out.endswith(
+        "\n2 rows in " + str(graded) + "\n1 row the judge could not grade (judge_status error, "
+        "reward None; each row's reason says why)\n"
+    )
+    written = [json.loads(x) for x in graded.read_text().splitlines()]
+    assert [(r["reward"], r["judge_status"]) for r in written] == [(1.0, "ok"), (None, "error")]
+    code, out, _ = cli(
+        capsys, "grade", str(answers), "--judge", "MathEqual", "--output", str(graded), "--json"
+    )
+    assert code == 1 and json.loads(out)["report"]["n_errors"] == 1
+
+
 def test_grade_stopped_by_a_full_disk_goes_on_with_resume(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from whileai.commands.common import OK, UsageError, print_json, read_run, registry_for
+from whileai.commands.common import FAILED, OK, UsageError, print_json, read_run, registry_for
 from whileai.schema.files import user_path, write_rows
 from whileai.schema.wording import counted
 
@@ -137,7 +137,17 @@ def grade_command(args: argparse.Namespace) -> int:
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    return _say(args, len(scored.rows), scored.report())
+    report = scored.report()
+    _say(args, len(scored.rows), report)
+    if not report.n_errors:
+        return OK
+    if not args.json:
+        print(
+            f"{counted(report.n_errors, 'row')} the judge could not grade (judge_status error, "
+            "reward None; each row's reason says why)"
+        )
+    # as a run with errored rows does: a script sees the grading is not whole
+    return FAILED
 
 
 def select_command(args: argparse.Namespace) -> int:
