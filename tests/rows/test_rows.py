@@ -299,9 +299,24 @@ def test_bad_given_rewards_are_named(reward: Any, message: str) -> None:
         wai.rows(QUESTIONS, [["5", "4"], ["42", "41"]], reward)
 
 
-def test_a_reward_given_as_a_name_is_refused_with_a_pointer() -> None:
-    with pytest.raises(TypeError, match=r"wai.verify.MathEqual\(\)"):
-        wai.rows(QUESTIONS, ["5", "42"], "MathEqual")
+@pytest.mark.plugins
+def test_a_reward_given_as_a_verifiers_name_grades_as_the_verifier_does() -> None:
+    # as grade(), simulate(judge=) and reward_function take names
+    by_name = wai.rows(QUESTIONS, ["5", "41"], "MathEqual", references=GOLD)
+    assert by_name == wai.rows(QUESTIONS, ["5", "41"], wai.verify.MathEqual(), references=GOLD)
+    assert [row["reward"] for row in by_name] == [1.0, 0.0]
+    assert wai.rows(QUESTIONS, ["5", "41"], "math", references=GOLD) == by_name
+    with pytest.raises(
+        LookupError, match=r"no verifier named 'MathEqaul'(.|\n)*Did you mean 'MathEqual'"
+    ):
+        wai.rows(QUESTIONS, ["5", "42"], "MathEqaul", references=GOLD)
+
+
+def test_a_reward_named_for_no_verifier_is_refused_with_the_name() -> None:
+    with pytest.raises(LookupError, match="no verifier named 'NoSuchVerifier'"):
+        wai.rows(QUESTIONS, ["5", "42"], "NoSuchVerifier")
+    with pytest.raises(TypeError, match="reward is the bytes b'MathEqual'"):
+        wai.rows(QUESTIONS, ["5", "42"], b"MathEqual")
 
 
 def test_a_reward_that_is_nothing_usable_is_refused() -> None:

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai.registry import get_registry
 from whileai.schema.records import (
     Judgment,
     Rollout,
@@ -237,7 +238,8 @@ def build_rows(
         prompts: one per task: a string, or a list of chat messages (the row's ``prompt`` is the
             last user turn; ``messages`` keeps the list, followed by the completion).
         completions: one per prompt: a string, or a sequence of k completions of that prompt.
-        reward: a verifier (``wai.verify.MathEqual()``), a callable ``(prompt, completion)`` or
+        reward: a verifier (``wai.verify.MathEqual()``, or a registered one's name:
+            ``"MathEqual"``), a callable ``(prompt, completion)`` or
             ``(prompt, completion, reference)`` returning a number in [0, 1], a judge-contract
             callable ``(row) -> verdict``, the rewards themselves (nested like completions, or
             flat with one per completion; ``label_source: "given"``), or None for unjudged rows.
@@ -266,11 +268,14 @@ def build_rows(
 
     scorer: Scorer | None = None
     given: list[list[Any]] | None = None
-    if isinstance(reward, str | bytes):
+    if isinstance(reward, bytes):
         raise TypeError(
-            f"reward is the string {reward!r}; pass a verifier object "
-            "(wai.verify.MathEqual()), a callable, or the rewards as numbers"
+            f"reward is the bytes {reward!r}; pass a verifier object or name "
+            "(wai.verify.MathEqual() or 'MathEqual'), a callable, or the rewards as numbers"
         )
+    if isinstance(reward, str):
+        # a registered verifier's name, as grade(), simulate(judge=) and reward_function take
+        reward = get_registry().resolve("verifier", reward)
     if reward is None:
         pass
     elif _is_given_numbers(reward):
