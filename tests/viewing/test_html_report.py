@@ -105,6 +105,18 @@ def rerun(rows: list[dict[str, Any]], flip: int) -> list[dict[str, Any]]:
     return out
 
 
+def test_a_run_of_two_repeats_says_why_its_curve_is_pass_at_1_alone(tmp_path: Path) -> None:
+    rows = wai.rows(
+        ["What is 2 + 3?", "What is 7 * 6?"], [["5", "4"], ["42", "42"]], [[1, 0], [1, 1]]
+    )
+    page = wai.html_report(rows, tmp_path / "two.html").read_text(encoding="utf-8")
+    section = page[page.index("<section id='pass-at-k'") : page.index("<section id='by-arm'")]
+    assert (
+        "the largest group has 2 attempts: for k&gt;1 only tasks with at least 4 count, so the "
+        "curve is pass@1 alone (run 4 or more repeats for the rest)"
+    ) in section
+
+
 def test_judge_agreement_and_its_confusion_show_where_rows_carry_gold(
     shop_runs: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -130,7 +130,7 @@ def _k_values(largest: int) -> list[int]:
 
 
 def pass_at_k_section(run: RunDigest, pass_report: Any) -> Section:
-    from whileai.measure.pass_at import pass_at_from_table
+    from whileai.measure.pass_at import MIN_REPEATS, pass_at_from_table
 
     largest = max(run.binary_by_task_id.values(), default=0)
     at_k: list[tuple[int, float | None, tuple[float, float] | None]] = []
@@ -156,12 +156,20 @@ def pass_at_k_section(run: RunDigest, pass_report: Any) -> Section:
     body = figure(
         plot,
         "pass-at-k",
-        "k=1 is pass@1 over every task; for k>1 only tasks with at least max(k, 4) attempts "
-        "count. Shaded: the 95% interval.",
+        f"k=1 is pass@1 over every task; for k>1 only tasks with at least max(k, {MIN_REPEATS}) "
+        "attempts count. Shaded: the 95% interval.",
     )
     body += html_table(["k", "pass@k", "pass^k", "tasks"], table)
     if largest < 2:
         body += notes(["every task has a single attempt: pass@k needs repeats"])
+    elif largest < MIN_REPEATS:
+        body += notes(
+            [
+                f"the largest group has {largest} attempts: for k>1 only tasks with at least "
+                f"{MIN_REPEATS} count, so the curve is pass@1 alone (run {MIN_REPEATS} or more "
+                "repeats for the rest)"
+            ]
+        )
     return Section("pass-at-k", "pass@k over k", body)
 
 
