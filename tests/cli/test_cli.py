@@ -369,6 +369,26 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
 
 
+def test_a_rows_file_with_no_rows_yet_is_named_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a run that has not finished its first rollout: its file is empty, its sidecar unfinished
+    rows = tmp_path / "live.jsonl"
+    rows.write_text("")
+    code, _, err = cli(capsys, "report", str(rows))
+    assert code == 2
+    assert err == f"whileai report: {rows}: holds no rows, so there is nothing to measure\n"
+    (tmp_path / "live.meta.json").write_text(json.dumps({"complete": False}))
+    code, _, err = cli(capsys, "compare", str(rows), str(rows))
+    assert code == 2 and err.endswith(
+        "nothing to measure; its run has not finished a rollout yet (its sidecar says it is "
+        "unfinished)\n"
+    )
+    # training data from no rows is no training data, as a pipeline step may make
+    code, out, _ = cli(capsys, "export", str(rows), "--output", str(tmp_path / "none.jsonl"))
+    assert code == 0 and (tmp_path / "none.jsonl").read_text() == ""
+
+
 def test_grade_exits_1_when_the_judge_could_not_grade_a_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

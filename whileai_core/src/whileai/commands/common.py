@@ -23,9 +23,10 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def read_run(path: str) -> tuple[RowFile, dict[str, Any]]:
+def read_run(path: str, *, empty: bool = False) -> tuple[RowFile, dict[str, Any]]:
     """A run's rows and its sidecar (``{}`` when the file has none); a UsageError names a
-    path that is not a rows file, and a RowError the file and line of a row that is not one
+    path that is not a rows file, or one that holds no rows (unless ``empty``: a command
+    whose output may be empty too), and a RowError the file and line of a row that is not one
     (the measurements only know a row's place in the list). The rows are read from the file
     as a command walks them (:class:`~whileai.schema.row_file.RowFile`), each rollout once:
     a run of any length is read in the memory of its line offsets."""
@@ -36,6 +37,15 @@ def read_run(path: str) -> tuple[RowFile, dict[str, Any]]:
         raise UsageError(f"{path}: no such rows file (a .jsonl that simulate(output=) wrote)")
     rows = open_row_file(target, check=True)
     meta = read_sidecar(sidecar_path(target)) or {}
+    if not empty and len(rows) == 0:
+        raise UsageError(
+            f"{path}: holds no rows, so there is nothing to measure"
+            + (
+                "; its run has not finished a rollout yet (its sidecar says it is unfinished)"
+                if meta.get("complete") is False
+                else ""
+            )
+        )
     return rows, meta
 
 

@@ -206,7 +206,8 @@ def rank_command(args: argparse.Namespace) -> int:
 def export_command(args: argparse.Namespace) -> int:
     from whileai.training import export
 
-    rows, _ = read_run(args.rows)
+    # (an empty run exports to empty training data, as a pipeline step may)
+    rows, _ = read_run(args.rows, empty=True)
     container = args.format or ("parquet" if Path(args.output).suffix == ".parquet" else "jsonl")
     try:
         # a record at a time into --output (training.export): a run of any length
