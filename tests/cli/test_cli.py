@@ -4,6 +4,8 @@ compare against a noise floor, machine-readable output, exit codes and one-line 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -369,6 +371,33 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
 
 
+def test_report_of_a_run_still_going_says_so_and_of_a_killed_one_how_to_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(capsys, "run", str(config(tmp_path, "going")))[0] == 0
+    rows, side = tmp_path / "going.jsonl", tmp_path / "going.meta.json"
+    side.write_text(json.dumps({**json.loads(side.read_text()), "complete": False}))
+    # a run part way: its process alive, its pid in the lock file beside the output
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "going.jsonl.lock").write_text(str(writer.pid))
+        code, out, _ = cli(capsys, "report", str(rows))
+        assert code == 0
+        assert (
+            f"(the run is still going: process {writer.pid} is writing it; these are its rows "
+            "so far)"
+        ) in out
+        code, out, _ = cli(capsys, "report", str(rows), "--json")
+        assert json.loads(out)["writer_pid"] == writer.pid
+    finally:
+        writer.kill()
+        writer.wait()
+    # killed: the lock file names a process that is gone
+    code, out, _ = cli(capsys, "report", str(rows))
+    assert "(the run did not finish: the same simulate() call with resume=True" in out
+    assert "still going" not in out
+
+
 def test_a_rows_file_with_no_rows_yet_is_named_and_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -385,7 +414,7 @@ def test_a_rows_file_with_no_rows_yet_is_named_and_why(
         "unfinished)\n"
     )
     # training data from no rows is no training data, as a pipeline step may make
-    code, out, _ = cli(capsys, "export", str(rows), "--output", str(tmp_path / "none.jsonl"))
+    code, _, _ = cli(capsys, "export", str(rows), "--output", str(tmp_path / "none.jsonl"))
     assert code == 0 and (tmp_path / "none.jsonl").read_text() == ""
 
 

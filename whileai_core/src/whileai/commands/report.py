@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
-from whileai.schema.files import RESUME_HINT
+from whileai.schema.files import RESUME_HINT, user_path, writer_of
 from whileai.schema.provenance import RUN_PROVENANCE, provenance_text
 
 
@@ -68,6 +68,8 @@ def summary(
 def report_command(args: argparse.Namespace) -> int:
     rows, meta = read_run(args.run)
     made, passes, markers = summary(rows, meta)
+    # a run still being written: the pid of its process (None once it has ended)
+    made["writer_pid"] = writer_of(user_path(args.run)) if made["complete"] is False else None
     if args.json:
         print_json(made)
         return OK
@@ -75,7 +77,12 @@ def report_command(args: argparse.Namespace) -> int:
     for key, value in made["provenance"].items():
         if value is not None:
             print(f"  {key:<18}{provenance_text(key, value)}")
-    if made["complete"] is False:
+    if made["writer_pid"] is not None:
+        print(
+            f"  (the run is still going: process {made['writer_pid']} is writing it; these are "
+            "its rows so far)"
+        )
+    elif made["complete"] is False:
         print(f"  (the run did not finish: {RESUME_HINT})")
     print(passes)
     if made["faults"]:

@@ -348,6 +348,28 @@ class OutputLock:
             self.path.unlink(missing_ok=True)
 
 
+def writer_of(output: str | os.PathLike[str]) -> int | None:
+    """The pid of the run writing ``output`` now, from its lock file, or None when no running
+    process holds it (the run finished and removed it, or was killed and left a pid that is
+    gone). Read without taking the lock: a reader holding it, even shared, for an instant
+    would turn away a run starting on the output in that instant."""
+    target = Path(output)
+    try:
+        text = target.with_name(target.name + ".lock").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, under another user
+        return pid
+    return pid
+
+
 def remove_stale_temporaries(output: str | os.PathLike[str]) -> int:
     """Remove the temporary files a killed run left beside ``output`` (its rows' and its
     sidecar's, ``.<name>.<pid>.tmp``) when their process is gone; returns how many.
