@@ -59,6 +59,12 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def rows_file(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """``rows`` written to ``path`` a JSON line each, as a rows file holds them."""
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
 def test_run_writes_the_rows_and_prints_the_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -423,12 +429,12 @@ def test_grade_exits_1_when_the_judge_could_not_grade_a_row(
 ) -> None:
     # the second answer has no reference: MathEqual cannot grade it, and a script must see so
     pytest.importorskip("whileai_verifiers")
-    answers = tmp_path / "answers.jsonl"
-    answers.write_text(
-        json.dumps({"prompt": "2 + 3?", "privileged": {"reference": "5"}, "final_text": "5"})
-        + "\n"
-        + json.dumps({"prompt": "7 * 6?", "final_text": "42"})
-        + "\n"
+    answers = rows_file(
+        tmp_path / "answers.jsonl",
+        [
+            {"prompt": "2 + 3?", "privileged": {"reference": "5"}, "final_text": "5"},
+            {"prompt": "7 * 6?", "final_text": "42"},
+        ],
     )
     graded = tmp_path / "graded.jsonl"
     code, out, _ = cli(
@@ -450,24 +456,18 @@ def test_grade_exits_1_when_the_judge_could_not_grade_a_row(
 def test_grade_stopped_by_a_full_disk_goes_on_with_resume(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import subprocess
-    import sys
-
     pytest.importorskip("whileai_verifiers")
-    answers = tmp_path / "answers.jsonl"
-    answers.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "prompt": f"What is {i} + 1? " + "Think it through. " * 20,
-                    "privileged": {"reference": str(i + 1)},
-                    "final_text": str(i + 1 if i % 3 else i),
-                    "task_id": f"t{i}",
-                }
-            )
-            + "\n"
+    answers = rows_file(
+        tmp_path / "answers.jsonl",
+        [
+            {
+                "prompt": f"What is {i} + 1? " + "Think it through. " * 20,
+                "privileged": {"reference": str(i + 1)},
+                "final_text": str(i + 1 if i % 3 else i),
+                "task_id": f"t{i}",
+            }
             for i in range(120)
-        )
+        ],
     )
     graded = tmp_path / "graded.jsonl"
     argv = ["grade", str(answers), "--judge", "MathEqual", "--output", str(graded)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from whileai.commands.common import OK, print_json, read_run
@@ -18,10 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def summary(
-    rows: Sequence[Mapping[str, Any]], meta: dict[str, Any]
+    rows: Sequence[Mapping[str, Any]], meta: dict[str, Any], path: Path | None = None
 ) -> tuple[dict[str, Any], Any, Any]:
     """pass@1, pass^k and pass@k with their intervals, the faults, the markers, whose failures,
-    the warnings and where the run came from; with the pass@k and marker reports it was made
+    the warnings, where the run came from and, for a run still being written to ``path``, the
+    pid of its process; with the pass@k and marker reports it was made
     from (None without markers). One walk over the rows (a file's are parsed on each walk):
     the task table both measurements are made from, and the counts beside it."""
     from whileai.measure._tasks import task_table
@@ -60,6 +62,9 @@ def summary(
         "cost": side_report.get("cost"),
         "warnings": list(meta.get("warnings") or []),
         "complete": meta.get("complete"),
+        "writer_pid": writer_of(path)
+        if path is not None and meta.get("complete") is False
+        else None,
         "provenance": {k: (meta.get("metadata") or {}).get(k) for k in RUN_PROVENANCE},
     }
     return made, passes, markers
@@ -67,9 +72,7 @@ def summary(
 
 def report_command(args: argparse.Namespace) -> int:
     rows, meta = read_run(args.run)
-    made, passes, markers = summary(rows, meta)
-    # a run still being written: the pid of its process (None once it has ended)
-    made["writer_pid"] = writer_of(user_path(args.run)) if made["complete"] is False else None
+    made, passes, markers = summary(rows, meta, user_path(args.run))
     if args.json:
         print_json(made)
         return OK
