@@ -226,6 +226,36 @@ def test_compare_runs_says_when_both_arms_are_the_same_rollouts() -> None:
     assert wai.compare_runs(arm(BASE), arm(BASE)).warnings == []
 
 
+def test_compare_runs_says_why_a_branch_shares_no_task_with_its_recording() -> None:
+    # a branch's task is the rollout and step it branched at: against the recording it came
+    # from, nothing pairs, and the way to measure the decision is two branches at one step
+    recorded = keyed(arm(BASE))
+    branches = [
+        {
+            **row,
+            "task_id": f"{row['task_id']}-r{i}-at0",
+            "lineage": {"rollout_key": f"b{i}", "branched_from": row["lineage"]["rollout_key"]},
+        }
+        for i, row in enumerate(recorded)
+    ]
+    report = wai.compare_runs(recorded, branches)
+    assert report.n_paired == 0
+    (warning,) = report.warnings
+    assert warning.startswith(
+        "b's rows are branches (lineage.branched_from) and the other arm's are not: a branch's "
+        "task is the recorded rollout and step it branched at, so the arms share no task"
+    )
+    assert "wai.branch(source, at, agent_model=...)" in warning
+    # two branches of the same rows at one step pair (a task a branched rollout), and
+    # nothing is said of branches
+    again = [
+        {**row, "lineage": {**row["lineage"], "rollout_key": f"c{i}"}}
+        for i, row in enumerate(branches)
+    ]
+    paired = wai.compare_runs(branches, again)
+    assert paired.n_paired == len(branches) and paired.warnings == []
+
+
 def test_compare_runs_reads_each_arm_once(walked: Any) -> None:
     # counted, not timed: a run's rows from its file are parsed on every walk, and what
     # produced each arm was read in a second walk after the one its task table made

@@ -345,6 +345,8 @@ class Provenance:
         }
         self.keyed = 0
         self.unkeyed = 0
+        #: rows that are branches of a recorded rollout (``lineage.branched_from``)
+        self.branched = 0
         self._key_sum = 0
         self._key_xor = 0
 
@@ -369,6 +371,8 @@ class Provenance:
         prompt, judge, writer, user = self.seen.values()
         lineage = row.get("lineage")
         key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+        if isinstance(lineage, Mapping) and lineage.get("branched_from"):
+            self.branched += 1
         if isinstance(key, str) and key:
             hashed = hash(key)
             self.keyed += 1

@@ -398,6 +398,15 @@ def compare_runs(
     )
     fields = {f.name: getattr(report, f.name) for f in attrs.fields(CompareReport)}
     fields["warnings"] = _provenance_warnings(seen_a.seen, seen_b.seen)
+    if report.n_paired == 0 and bool(seen_a.branched) != bool(seen_b.branched):
+        which = "b" if seen_b.branched else "a"
+        fields["warnings"].append(
+            f"{which}'s rows are branches (lineage.branched_from) and the other arm's are not: a "
+            "branch's task is the recorded rollout and step it branched at, so the arms share "
+            "no task; compare two branches of the same rows at the same step, one under the "
+            "policy that recorded them (wai.branch(source, at, agent_model=...); "
+            "docs/branching.md)"
+        )
     same = seen_a.same_rollouts(seen_b)
     if same:
         fields["warnings"].append(
