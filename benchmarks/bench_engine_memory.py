@@ -140,7 +140,9 @@ def child_reader(name: str, path: str) -> None:
         with contextlib.redirect_stdout(printed):
             code = main(argv(path, out))
         seconds = time.perf_counter() - began
-    assert code == 0, f"{name} exited {code}"
+    # (a shop row on disk carries no reference, so ExactMatch cannot grade one: grade writes
+    # each as a judge error and exits 1; what is measured is the memory of the whole pass)
+    assert code == 0 or (name == "whileai grade" and code == 1), f"{name} exited {code}"
     made = json.loads(printed.getvalue())
     print(
         json.dumps(
