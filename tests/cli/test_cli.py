@@ -375,6 +375,15 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
         capsys, "grade", str(answers), "--judge", "NoSuchJudge", "--output", str(graded)
     )
     assert code == 2 and err.count("\n") == 1 and "NoSuchJudge" in err
+    # options argparse takes but the call refuses are misuse too: one line, exit 2
+    code, _, err = cli(capsys, "select", str(graded), "--output", str(kept), "--band", "0.9", "0.1")
+    assert (code, err) == (
+        2,
+        "whileai select: band must be (low, high) with low <= high, got (0.9, 0.1)\n",
+    )
+    argv = ["decontaminate", str(graded), "--against", str(benchmark), "-n", "0"]
+    code, _, err = cli(capsys, *argv, "--output", str(clean))
+    assert (code, err) == (2, "whileai decontaminate: n must be a whole number >= 1, got 0\n")
 
 
 def test_report_of_a_run_still_going_says_so_and_of_a_killed_one_how_to_go_on(
