@@ -140,8 +140,8 @@ def test_a_grading_stopped_part_way_leaves_the_output_as_it_was(tmp_path: Path) 
         wai.grade(source, breaks_on_the_thirtieth, output=out)
     assert out.read_text() == "the rows graded yesterday\n"
     assert not list(tmp_path.glob(".*.tmp"))
-    # the 30 rows graded before it (rows 0-29) are kept; a pass told to go on with another judge drops
-    # them, and the lock went with the stopped pass: it writes the file
+    # the 30 rows graded before it (rows 0-29) are kept; a pass told to go on with another
+    # judge drops them, and the lock went with the stopped pass: it writes the file
     kept = tmp_path / ".graded.jsonl.grading"
     assert len(kept.read_text().splitlines()) == 30
     again = wai.grade(source, says_a_number, output=out, resume=True)

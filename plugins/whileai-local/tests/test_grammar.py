@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from whileai_local.grammar import PLACEHOLDER, UNIT_NUMBER, gbnf_for, grammar_for, with_unit_numbers
+from whileai_local.grammar import STAND_IN, UNIT_NUMBER, gbnf_for, grammar_for, with_unit_numbers
 
 SCORE = {"type": "number", "minimum": 0, "maximum": 1}
 
@@ -14,7 +14,7 @@ SCORE = {"type": "number", "minimum": 0, "maximum": 1}
 def test_only_a_plain_unit_interval_number_is_rewritten() -> None:
     schema = {"type": "object", "properties": {"score": SCORE, "n": {"type": "integer"}}}
     rewritten, found = with_unit_numbers(schema)
-    assert found and rewritten["properties"]["score"] == {"const": PLACEHOLDER}
+    assert found and rewritten["properties"]["score"] == {"const": STAND_IN}
     assert rewritten["properties"]["n"] == {"type": "integer"}
     # other bounds, or a bound beside a constraint the rewrite would drop, are left as they are
     for left in (
@@ -38,7 +38,7 @@ def test_the_grammar_holds_a_decimal_in_the_unit_interval_not_any_number() -> No
 
     schema = {"type": "object", "properties": {"score": SCORE}, "required": ["score"]}
     text = gbnf_for(schema)
-    assert f"score ::= {UNIT_NUMBER}" in text and PLACEHOLDER not in text
+    assert f"score ::= {UNIT_NUMBER}" in text and STAND_IN not in text
     assert grammar_for(schema) is not None
     # a schema without such a number is llama-cpp-python's conversion as it is
     plain = {"type": "object", "properties": {"n": {"type": "integer"}}}

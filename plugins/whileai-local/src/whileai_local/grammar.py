@@ -1,13 +1,13 @@
 """The grammar a JSON schema asks the embedded model for, with the bounds llama.cpp leaves out.
 
 llama-cpp-python turns a schema into a GBNF grammar, but a ``number``'s ``minimum`` and
-``maximum`` are not in it (its converter says so: "TODO: support minimum, maximum"). A judge's
-score is such a number, in [0, 1]: asked to "rate" an answer, SmolLM2 writes 5, 2.5 or 4.8 on
-a scale it brought along, and every such verdict is an error. A number the schema bounds to
-exactly [0, 1] is therefore written into the grammar as a decimal in [0, 1] (``0``, ``0.75``,
-``1``, ``1.0``): the converter is given a placeholder constant in its place, and the
-placeholder's rule is replaced in the grammar's text. Other bounds are left as llama.cpp
-leaves them; the caller still checks the value it reads.
+``maximum`` are not in it (its converter does not support them, in 0.3). A judge's score is
+such a number, in [0, 1]: asked to "rate" an answer, SmolLM2 writes 5, 2.5 or 4.8 on a scale
+it brought along, and every such verdict is an error. A number the schema bounds to exactly
+[0, 1] is therefore written into the grammar as a decimal in [0, 1] (``0``, ``0.75``, ``1``,
+``1.0``): the converter is given a stand-in string constant where the number was, and the
+stand-in's rule in the grammar's text becomes the decimal's. Other bounds are left as
+llama.cpp leaves them; the caller still checks the value it reads.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 #: stands for a [0, 1] number while the converter writes the rest of the grammar
-PLACEHOLDER = "__whileai_unit_interval_number__"
+STAND_IN = "__whileai_unit_interval_number__"
 #: a decimal in [0, 1], up to six places, then the converter's own optional space
 UNIT_NUMBER = '("0" ("." [0-9]{1,6})? | "1" ("." "0"{1,6})?) space'
 
@@ -41,18 +41,18 @@ def gbnf_for(schema: Mapping[str, Any]) -> str:
     bounded, found = with_unit_numbers(schema or {"type": "object"})
     text = str(json_schema_to_gbnf(json.dumps(bounded)))
     if found:
-        text = text.replace(f'"\\"{PLACEHOLDER}\\""', UNIT_NUMBER)
-        if PLACEHOLDER in text:  # the converter wrote the constant some other way
+        text = text.replace(f'"\\"{STAND_IN}\\""', UNIT_NUMBER)
+        if STAND_IN in text:  # the converter wrote the constant some other way
             raise ValueError(f"the [0, 1] number was not placed in the grammar:\n{text}")
     return text
 
 
 def with_unit_numbers(schema: Any) -> tuple[Any, bool]:
-    """``schema`` with each number bounded to exactly [0, 1] replaced by the placeholder
+    """``schema`` with each number bounded to exactly [0, 1] replaced by the stand-in
     constant, and whether there was one."""
     if isinstance(schema, Mapping):
         if _is_unit_number(schema):
-            return {"const": PLACEHOLDER}, True
+            return {"const": STAND_IN}, True
         found = False
         out: dict[str, Any] = {}
         for key, value in schema.items():

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from whileai.schema.files import a_folder, read_sidecar, sidecar_path, user_path
+from whileai.schema.records import RowError
 from whileai.schema.row_file import RowFile, open_row_file
 
 #: Exit codes: the work was done, the work (or a check) failed, the command was misused.
@@ -21,6 +24,19 @@ def print_json(value: Any) -> None:
     """``value`` as JSON on stdout, and nothing else there."""
     json.dump(value, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
+
+
+@contextmanager
+def refused_as_misuse() -> Iterator[None]:
+    """A value the call refuses (a TypeError or ValueError: a band, an n-gram length the
+    options let through) as the command's misuse, one line and exit 2; a row of the file that
+    is not one stays a RowError, named with its line."""
+    try:
+        yield
+    except RowError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def read_run(path: str, *, empty: bool = False) -> tuple[RowFile, dict[str, Any]]:

@@ -12,9 +12,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from whileai.commands.common import FAILED, OK, UsageError, print_json, read_run, registry_for
+from whileai.commands.common import (
+    FAILED,
+    OK,
+    UsageError,
+    print_json,
+    read_run,
+    refused_as_misuse,
+    registry_for,
+)
 from whileai.schema.files import user_path, write_rows
-from whileai.schema.records import RowError
 from whileai.schema.wording import counted
 
 
@@ -155,12 +162,8 @@ def select_command(args: argparse.Namespace) -> int:
     from whileai.measure import select
 
     rows, _ = read_run(args.rows)
-    try:
+    with refused_as_misuse():
         report = select(rows, mode=args.mode, band=tuple(args.band))
-    except RowError:
-        raise  # a row of the file, named with its line: not the command's misuse
-    except (TypeError, ValueError) as exc:  # a band the options allow but select() does not
-        raise UsageError(str(exc)) from None
     return _finish(args, report.rows, report, ("rows",))
 
 
@@ -182,7 +185,7 @@ def decontaminate_command(args: argparse.Namespace) -> int:
     rows, _ = read_run(args.rows)
     fields = tuple(args.field) if args.field else ("prompt",)
     against_fields = tuple(args.against_field) if args.against_field else fields
-    try:
+    with refused_as_misuse():
         report = decontaminate(
             rows,
             _against(args.against, against_fields),
@@ -190,10 +193,6 @@ def decontaminate_command(args: argparse.Namespace) -> int:
             n=args.n,
             against_fields=against_fields,
         )
-    except RowError:
-        raise  # a row of the file, named with its line: not the command's misuse
-    except (TypeError, ValueError) as exc:  # an n-gram length decontaminate() refuses
-        raise UsageError(str(exc)) from None
     # the contaminated rows are the input's rows at contaminated_indices (matches say why)
     return _finish(args, report.clean, report, ("clean", "contaminated"))
 

@@ -210,8 +210,8 @@ class GradedTally:
         return [
             f"The judge's model {judge_model} is the model that wrote {self.n_self_judged} of "
             f"{counted(self.rows, 'row')} (model_version {row_model}), so it grades its own "
-            "model's writing, which a judge tends to prefer; set WHILEAI_JUDGE or pass judge= to grade "
-            "with a different model."
+            "model's writing, which a judge tends to prefer; set WHILEAI_JUDGE or pass judge= to "
+            "grade with a different model."
         ]
 
     def notes(self) -> list[str]:
@@ -331,8 +331,8 @@ async def grade_into(
     stderr. The rows are written beside ``output`` (:mod:`whileai.judging.partial`) and put
     in its place once every row is: a grading stopped part way leaves ``output`` as it was,
     so ``output`` may be the rows' own file, and grading the same rows into it with the same
-    judge and ``resume=True`` goes on after the rows it graded. Returns the rows as written, read back from
-    ``output``, their tally, and what became of rows a stopped pass kept."""
+    judge and ``resume=True`` goes on after the rows it graded. Returns the rows as written,
+    read back from ``output``, their tally, and what became of rows a stopped pass kept."""
     lock = OutputLock.take(output)
     try:
         partial = partial_path(output)
@@ -372,14 +372,13 @@ async def grade_into(
         written = kept.n
 
         def stopped() -> str:
-            n = written
-            if not n:
+            if not written:
                 return f"output={str(output)!r} is left as it was; no row was graded yet"
             return (
-                f"output={str(output)!r} is left as it was; the {counted(n, 'graded row')} "
-                f"{agreeing(n, 'is', 'are')} kept in {str(partial)!r}: grading the same rows into "
-                "the same output with the same judge and resume=True (whileai grade --resume) "
-                f"goes on after {agreeing(n, 'it', 'them')}"
+                f"output={str(output)!r} is left as it was; the {counted(written, 'graded row')} "
+                f"{agreeing(written, 'is', 'are')} kept in {str(partial)!r}: grading the same "
+                "rows into the same output with the same judge and resume=True (whileai grade "
+                f"--resume) goes on after {agreeing(written, 'it', 'them')}"
             )
 
         with progress.shown(stopped), RowWriter(partial) as writer:

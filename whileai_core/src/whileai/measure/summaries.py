@@ -4,9 +4,10 @@ trusted on these rows.
 
 Means are per task first, then across tasks, and their intervals are over tasks (Miller 2024,
 arXiv:2411.00640): the bounded form for values in [0, 1], Student's t for counts (which a
-percentile bootstrap over tasks matches at a few dozen tasks; tests/measure/test_summaries.py). Shares of rows (a flag's clean share, the refusal share, the
-judge's error rate) carry Wilson intervals; those treat rows as independent, which overstates
-precision when a task contributes several correlated repeats, and the reports say so.
+percentile bootstrap over tasks matches at a few dozen tasks; tests/measure/test_summaries.py).
+Shares of rows (a flag's clean share, the refusal share, the judge's error rate) carry Wilson
+intervals; those treat rows as independent, which overstates precision when a task
+contributes several correlated repeats, and the reports say so.
 """
 
 from __future__ import annotations
