@@ -205,39 +205,6 @@ def test_a_json_schema_constrains_the_reply(backend: Backend) -> None:
         jsonschema.validate(json.loads(reply.text), schema)
 
 
-def test_a_score_the_schema_bounds_to_the_unit_interval_stays_in_it(backend: Backend) -> None:
-    # a judge's reply: asked to rate on a scale it brings along, the model wrote 5, 2.5 and 4.8
-    # where llama.cpp's grammar leaves a number's minimum and maximum out
-    schema = {
-        "type": "object",
-        "properties": {
-            "reason": {"type": "string", "maxLength": 60},
-            "score": {"type": "number", "minimum": 0, "maximum": 1},
-        },
-        "required": ["reason", "score"],
-        "additionalProperties": False,
-    }
-    messages = [
-        {
-            "role": "user",
-            "content": "On a scale from 1 to 10, how good is this answer to 'What is 2+3?': "
-            "'5'. Reply in JSON with reason and score.",
-        }
-    ]
-    scores = []
-    for seed in range(6):
-        reply = complete(
-            backend,
-            messages,
-            sampling={"temperature": 1.0, "max_tokens": 80, "seed": seed},
-            response_format={"type": "json_schema", "json_schema": {"name": "v", "schema": schema}},
-        )
-        verdict = json.loads(reply.text)
-        jsonschema.validate(verdict, schema)
-        scores.append(verdict["score"])
-    assert len(set(scores)) > 1, "the grammar bounds the score, not fixes it"
-
-
 def test_rollouts_interleave_while_the_model_generates(backend: Backend) -> None:
     async def main() -> tuple[int, list[Completion]]:
         ticks = 0

@@ -17,7 +17,6 @@ import attrs
 
 from whileai.backends import BackendError, Completion, Sampling, ToolCall
 from whileai_local.contexts import DEFAULT_N_CTX, ContextKey, ContextPool, context_pool
-from whileai_local.grammar import grammar_for
 from whileai_local.messages import check_tools, normalize
 from whileai_local.model_file import ModelFile
 
@@ -56,6 +55,17 @@ def json_schema_of(response_format: Mapping[str, Any] | None) -> dict[str, Any] 
     if not isinstance(schema, Mapping):
         raise ValueError(f"response_format schema must be a dict, got {schema!r}")
     return dict(schema)
+
+
+def _grammar(schema: dict[str, Any]) -> Any:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    if not schema:
+        return LlamaGrammar.from_json_schema(json.dumps({"type": "object"}), verbose=False)
+    try:
+        return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    except Exception as exc:  # llama.cpp would quietly fall back to any JSON; say so instead
+        raise ValueError(f"response_format schema cannot be turned into a grammar: {exc}") from exc
 
 
 @attrs.frozen
@@ -233,7 +243,7 @@ class LocalBackend:
         pool = self._pool(logits_all=request.logprobs, chat_format=None)
         options = self._options(request)
         if request.schema is not None:
-            options["grammar"] = grammar_for(request.schema)
+            options["grammar"] = _grammar(request.schema)
         if request.logprobs:
             options.update(logprobs=True, top_logprobs=1)
         with pool.borrow() as llama:
