@@ -28,14 +28,15 @@ def test_metric_summary_averages_per_task_first() -> None:
         row("a", 1.0, markers={"chars": 10}),
         row("a", 1.0, markers={"chars": 20}),
         row("a", 1.0, markers={"chars": 30}),
-        row("b", 0.0, markers={"chars": 100}),
+        row("b", 0.0, markers={"chars": 60}),
         row("c", 0.0, markers={"chars": 40}),
     ]
     report = wai.metric_summary(rows)
     assert report.metrics["reward"].mean == pytest.approx(1 / 3)
-    assert report.metrics["chars"].mean == pytest.approx((20 + 100 + 40) / 3)
-    # a count marker: Student's t over the three tasks' means
-    values = [20.0, 100.0, 40.0]
+    assert report.metrics["chars"].mean == pytest.approx((20 + 60 + 40) / 3)
+    # a count marker: Student's t over the three tasks' means (symmetric, so Hall's correction
+    # for skewness, tests/measure/test_count_intervals.py, leaves it as it is)
+    values = [20.0, 60.0, 40.0]
     theirs = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
     assert report.metrics["chars"].ci95 == pytest.approx(theirs)
     assert (report.metrics["reward"].n_tasks, report.metrics["reward"].n_rows) == (3, 5)
@@ -89,6 +90,28 @@ def test_a_count_every_task_gave_alike_has_no_interval_rather_than_one_of_width_
         "size one by"
     ) in report.notes
     assert re.search(r"tool_errors +8\.000 +no interval +2 +3\n", str(report))
+
+
+def test_a_count_is_known_by_its_rows_not_by_its_task_means() -> None:
+    from whileai.measure.intervals import bounded_mean_interval, skew_corrected_t_interval
+
+    # tool errors averaging at most 1 a task, but one rollout had 2: a count, whose mean takes
+    # Student's t (corrected for skewness), not the interval of a share of rows; a flag with
+    # the same task means keeps the bounded form
+    per_task = {"a": [0, 0, 2, 0], "b": [0, 0, 0, 0], "c": [1, 0, 0, 1], "d": [0, 1, 0, 0]}
+    flags = {"a": [0, 1, 1, 0], "b": [0, 0, 0, 0], "c": [1, 0, 0, 1], "d": [0, 1, 0, 0]}
+    rows = [
+        row(task, 1.0, markers={"tool_errors": errors, "asked_twice": flag})
+        for task in per_task
+        for errors, flag in zip(per_task[task], flags[task], strict=True)
+    ]
+    report = wai.marker_summary(rows)
+    means = np.array([0.5, 0.0, 0.5, 0.25])
+    assert report.metrics["tool_errors"].ci95 == pytest.approx(skew_corrected_t_interval(means))
+    assert report.metrics["asked_twice"].ci95 == pytest.approx(bounded_mean_interval(means, 16))
+    compared = wai.compare(rows, [{**r, "markers": {"tool_errors": 0}} for r in rows])
+    theirs = skew_corrected_t_interval(-means)
+    assert compared.metrics["tool_errors"].ci95 == pytest.approx(theirs)
 
 
 def test_named_metrics_and_unknown_marker() -> None:

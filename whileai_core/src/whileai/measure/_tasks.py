@@ -99,6 +99,8 @@ class TaskTable:
     #: tasks (rows from simulate() with requests_per_situation > 1); None when every task is
     #: a situation of its own
     clusters: IntArray | None = None
+    #: the markers some row gave a value outside [0, 1]: counts, whatever their task means
+    unbounded: frozenset[str] = frozenset()
 
     @property
     def n_tasks(self) -> int:
@@ -142,6 +144,13 @@ class TaskTable:
         keys = [k for k, h in zip(self.keys, has.tolist(), strict=True) if h]
         return keys, self.reward_sum[has] / self.n_judged[has]
 
+    def marker_bounded(self, name: str) -> bool:
+        """Whether every row's value of marker ``name`` lies in [0, 1] (a flag, a share, a
+        score): its mean then takes the bounded interval, a count's takes Student's t. Read
+        from the rows, not the task means: tool errors averaging 0.5 a task are still a count
+        when a row had 2, and the bounded form would take them for shares."""
+        return name not in self.unbounded
+
     def marker_means(self, name: str) -> tuple[list[str], FloatArray]:
         """Tasks where marker ``name`` was measured, and its mean there."""
         count, total = self.markers[name]
@@ -170,6 +179,7 @@ def task_table(
     # as the rows come (np.bincount over per-row arrays, bit for bit), so a marker costs
     # memory per task rather than 16 bytes a row (seven markers over a million rows: 112 MB)
     marker_sums: dict[str, tuple[array[int], array[float]]] = {}
+    unbounded: set[str] = set()
     nan = float("nan")
     # Bound methods as locals: this loop is the only per-row Python work a measurement does.
     index = index_of.get
@@ -229,7 +239,10 @@ def task_table(
                             count.frombytes(grow)
                             total.frombytes(grow)
                         count[t] += 1
-                        total[t] += float(value)
+                        value = float(value)
+                        total[t] += value
+                        if not 0.0 <= value <= 1.0:
+                            unbounded.add(name)
     except RowError as exc:
         # Name the arm or run too when a call reads more than one set of rows.
         if what == "rows":
@@ -244,6 +257,7 @@ def task_table(
         situations,
         marker_sums,
         np.frombuffer(row_cut, dtype=np.int8).astype(np.bool_) if with_cut else None,
+        frozenset(unbounded),
     )
 
 
@@ -270,6 +284,7 @@ def _assemble(
     situations: list[str | None],
     marker_sums: Mapping[str, tuple[array[int], array[float]]],
     row_cut: npt.NDArray[np.bool_] | None,
+    unbounded: frozenset[str] = frozenset(),
 ) -> TaskTable:
     n_tasks = len(keys)
     judged = ~np.isnan(reward)
@@ -304,6 +319,7 @@ def _assemble(
         row_reward=reward,
         row_cut=row_cut,
         clusters=_clusters(situations),
+        unbounded=unbounded,
     )
 
 

@@ -174,6 +174,7 @@ def _delta(
     a: tuple[list[str], np.ndarray],
     b: tuple[list[str], np.ndarray],
     table_a: TaskTable,
+    bounded: bool,
 ) -> Delta:
     va, vb, keys = _pair(a[0], a[1], b[0], b[1])
     if va.size == 0:
@@ -181,7 +182,7 @@ def _delta(
     diff = vb - va
     clusters = _situations(table_a, keys)
     units = unit_count(diff.size, clusters)
-    ci = difference_interval(va, vb, clusters) if units >= 2 else None
+    ci = difference_interval(va, vb, clusters, bounded=bounded) if units >= 2 else None
     return Delta(
         metric=metric,
         mean_a=float(va.mean()),
@@ -262,9 +263,10 @@ def _compare_rows(
     tb = task_table(rows_b, what="arm b")
     shared = [m for m in ta.markers if m in tb.markers]
     headline = _headline_name(proxy, shared, ta, tb)
-    metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), ta)}
+    metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), ta, True)}
     for name in shared:
-        metrics[name] = _delta(name, ta.marker_means(name), tb.marker_means(name), ta)
+        bounded = ta.marker_bounded(name) and tb.marker_bounded(name)
+        metrics[name] = _delta(name, ta.marker_means(name), tb.marker_means(name), ta, bounded)
     head = metrics[headline]
     keys_a, keys_b = set(ta.keys), set(tb.keys)
     notes: list[str] = []

@@ -20,8 +20,10 @@ Each is a Beta-tail interval on a count (:func:`count_interval`), the count *eff
   ``T`` is the least count it holds; what the observed variance claims beyond that is
   discounted by ``(z / t_{T-1})^2``, up to the independent samples the data could hold.
 - **A mean of unbounded per-task values** (a count marker) and **a paired difference**
-  (compare): Student's t over tasks, df ``T - 1``. A difference whose per-task values are all
-  equal (every task moved alike, often by 0) takes the MOVER interval (Newcombe 1998;
+  (compare): Student's t over tasks, df ``T - 1``, for counts and their differences with
+  Hall's (1992) correction for skewness (counts have long tails, and the plain t interval
+  misses on the tail's side; :func:`skew_corrected_t_interval`). A difference whose per-task
+  values are all equal (every task moved alike, often by 0) takes the MOVER interval (Newcombe 1998;
   Donner and Zou 2012) of the two arms' own intervals, so it is never a point while the arms'
   rates are uncertain.
 
@@ -236,6 +238,54 @@ def t_interval(
     return mean - half, mean + half
 
 
+def skew_corrected_t_interval(
+    values: npt.ArrayLike,
+    clusters: npt.ArrayLike | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> Interval | None:
+    """Student's t interval of the mean over tasks (or clusters), corrected for skewness by
+    Hall's transformation (Hall 1992, "On the removal of skewness by transformation", JRSS B
+    54:221-228): None below two units; exactly :func:`t_interval` when the units are
+    symmetric.
+
+    Counts are skewed (a few tasks with many tool errors, a few very long answers), and the
+    studentized mean of skewed values is skewed the other way, so the symmetric t interval
+    misses mostly on the side of the long tail: over per-task lengths drawn lognormal it
+    covered 82% at 5 tasks and 88% at 30, where this one covers 87% and 92%
+    (``tests/measure/test_interval_coverage.py``). With ``T = (mean - mu) / se`` and ``g``
+    the sample skewness of the units' contributions to the mean, ``T + a T^2 + a^2 T^3 / 3 +
+    g / (6 sqrt(k))`` with ``a = g / (3 sqrt(k))`` is nearer Student's t on ``k - 1``
+    degrees of freedom than ``T`` is, and increasing in ``T``, so the interval is where it
+    lies between the t quantiles."""
+    array = np.asarray(values, dtype=np.float64)
+    groups = None if clusters is None else np.asarray(clusters, dtype=np.int64)
+    unit_values, unit_weights = _units(array, np.ones_like(array), groups)
+    k = unit_values.size
+    if k < 2:
+        return None
+    if float(unit_values.min()) == float(unit_values.max()):
+        # every unit alike: no spread (a weighted mean of equal values can miss them by a bit)
+        return float(unit_values[0]), float(unit_values[0])
+    mean, variance = _mean_variance(unit_values, unit_weights)
+    se = math.sqrt(variance)
+    # each unit's part in the (weighted) mean's error, in the units of one unit's value:
+    # equal weights make it the value's deviation from the mean
+    parts = k * unit_weights / unit_weights.sum() * (unit_values - mean)
+    spread = math.sqrt(float(np.sum(parts**2)) / (k - 1))
+    skew = float(np.mean(parts**3)) / spread**3
+    a = skew / (3 * math.sqrt(k))
+    shift = skew / (6 * math.sqrt(k))
+
+    def untransformed(q: float) -> float:
+        """The ``T`` the transformation takes to ``q``."""
+        if abs(a) < 1e-12:
+            return q - shift
+        return (math.cbrt(1 + 3 * a * (q - shift)) - 1) / a
+
+    q = _t(k - 1, confidence)
+    return mean - untransformed(q) * se, mean - untransformed(-q) * se
+
+
 def mover_difference(
     mean_a: float, interval_a: Interval, mean_b: float, interval_b: Interval
 ) -> Interval:
@@ -255,11 +305,16 @@ def difference_interval(
     b: npt.ArrayLike,
     clusters: npt.ArrayLike | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    *,
+    bounded: bool | None = None,
 ) -> Interval | None:
     """The interval of ``mean(b - a)`` over paired tasks (or situations): Student's t on the
-    differences; where every unit moved alike, the MOVER interval of the arms' own intervals
+    differences (corrected for skewness when they are differences of counts, not of values
+    in [0, 1]); where every unit moved alike, the MOVER interval of the arms' own intervals
     (bounded ones when both arms' values lie in [0, 1]); None below two units, and for a count
-    every task gave alike in both arms (nothing to size an interval by)."""
+    every task gave alike in both arms (nothing to size an interval by). ``bounded``: whether
+    the values behind the per-task means lie in [0, 1], when the caller knows from the rows
+    (None: when every per-task value does)."""
     va = np.asarray(a, dtype=np.float64)
     vb = np.asarray(b, dtype=np.float64)
     groups = None if clusters is None else np.asarray(clusters, dtype=np.int64)
@@ -268,11 +323,15 @@ def difference_interval(
     if unit_diffs.size < 2:
         return None
     _, variance = _mean_variance(unit_diffs, weights)
-    bounded = bool(((va >= 0) & (va <= 1) & (vb >= 0) & (vb <= 1)).all())
+    if bounded is None:
+        bounded = bool(((va >= 0) & (va <= 1) & (vb >= 0) & (vb <= 1)).all())
     if variance > 1e-24:
+        if not bounded:
+            # a difference of counts keeps their long tail (one task's extra tool errors)
+            return skew_corrected_t_interval(diff, groups, confidence)
         found = t_interval(diff, groups, confidence)
-        if found is None or not bounded:
-            return found
+        if found is None:
+            return None
         # a difference of two values in [0, 1] lies in [-1, 1]
         return max(-1.0, found[0]), min(1.0, found[1])
     if bounded:
@@ -280,8 +339,8 @@ def difference_interval(
         arm_a = bounded_mean_interval(va, units, groups, confidence)
         arm_b = bounded_mean_interval(vb, units, groups, confidence)
     else:
-        found_a = t_interval(va, groups, confidence)
-        found_b = t_interval(vb, groups, confidence)
+        found_a = skew_corrected_t_interval(va, groups, confidence)
+        found_b = skew_corrected_t_interval(vb, groups, confidence)
         if found_a is None or found_b is None:
             return None
         if found_a[0] == found_a[1] and found_b[0] == found_b[1]:
@@ -298,11 +357,16 @@ def mean_interval(
     n_rows: int,
     clusters: npt.ArrayLike | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    *,
+    bounded: bool | None = None,
 ) -> Interval | None:
-    """The interval of a mean over tasks of per-task means: the bounded form when every value
-    lies in [0, 1] (a reward, a 0/1 marker; ``n_rows`` rows behind them), Student's t
-    otherwise (a count)."""
+    """The interval of a mean over tasks of per-task means: the bounded form for values in
+    [0, 1] (a reward, a 0/1 marker; ``n_rows`` rows behind them), Student's t corrected for
+    skewness otherwise (a count). ``bounded``: whether every row's value lies in [0, 1], when
+    the caller knows from the rows (None: when every per-task mean does)."""
     array = np.asarray(values, dtype=np.float64)
-    if array.size and float(array.min()) >= 0 and float(array.max()) <= 1:
+    if bounded is None:
+        bounded = bool(array.size) and float(array.min()) >= 0 and float(array.max()) <= 1
+    if bounded:
         return bounded_mean_interval(array, float(n_rows), clusters, confidence)
-    return t_interval(array, clusters, confidence)
+    return skew_corrected_t_interval(array, clusters, confidence)

@@ -3,8 +3,10 @@ tasks, each trajectory flag's clean share, the refusal share, and how far the ju
 trusted on these rows.
 
 Means are per task first, then across tasks, and their intervals are over tasks (Miller 2024,
-arXiv:2411.00640): the bounded form for values in [0, 1], Student's t for counts (which a
-percentile bootstrap over tasks matches at a few dozen tasks; tests/measure/test_summaries.py).
+arXiv:2411.00640): the bounded form for values in [0, 1] (every row's, not only the task
+means), Student's t with Hall's correction for skewness for counts (which a percentile
+bootstrap over tasks matches at a few dozen tasks; tests/measure/test_summaries.py, and
+tests/measure/test_count_intervals.py for their coverage from 5 tasks).
 Shares of rows (a flag's clean share, the refusal share, the judge's error rate) carry Wilson
 intervals; those treat rows as independent, which overstates precision when a task
 contributes several correlated repeats, and the reports say so.
@@ -60,7 +62,7 @@ class MetricLine(Report):
 
 @attrs.frozen(repr=False)
 class MetricSummaryReport(Report):
-    """Mean and bootstrap-over-tasks interval of each metric."""
+    """Mean and interval over tasks of each metric."""
 
     title = "metric_summary"
 
@@ -124,10 +126,12 @@ def summarise_table(
             _, means = tasks.reward_means()
             has = tasks.n_judged > 0
             n_rows = int(tasks.n_judged.sum())
+            bounded = True
         else:
             _, means = tasks.marker_means(name)
             has = tasks.markers[name][0] > 0
             n_rows = int(tasks.markers[name][0].sum())
+            bounded = tasks.marker_bounded(name)
         if len(means) == 0:
             notes.append(f"{name}: no row carries a value")
             continue
@@ -135,7 +139,7 @@ def summarise_table(
         clusters = tasks.clusters_of(has)
         units = unit_count(len(means), clusters)
         if units >= 2:
-            ci = mean_interval(means, n_rows, clusters, confidence)
+            ci = mean_interval(means, n_rows, clusters, confidence, bounded=bounded)
             if ci is not None and ci[0] == ci[1]:
                 # a count every task gave alike: Student's t has no spread to size an interval
                 # by, and an interval of width 0 would claim the mean is known exactly
