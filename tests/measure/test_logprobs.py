@@ -155,6 +155,52 @@ def test_mean_kl_sums_steps_and_takes_another_reference_field() -> None:
     assert wai.mean_kl(rows[1:], ref="base_lp").mean_kl == pytest.approx(0.25)
 
 
+def test_mean_kl_interval_is_over_tasks_and_over_situations_when_phrasings_share_one() -> None:
+    from whileai.measure.intervals import skew_corrected_t_interval
+
+    def kl_row(task: str, kl: float, situation: str | None = None) -> dict[str, Any]:
+        lineage = None if situation is None else {"situation": situation, "phrasing": 0}
+        extra = {} if lineage is None else {"lineage": lineage}
+        return row(task, logprob=-10.0 + 10 * kl, ref_logprob=-10.0, n_tokens=10, **extra)
+
+    per_task = {"a": 0.02, "b": 0.05, "c": 0.01, "d": 0.30, "e": 0.04}
+    report = wai.mean_kl([kl_row(t, v) for t, v in per_task.items()])
+    assert report.ci95 == pytest.approx(skew_corrected_t_interval(list(per_task.values())))
+    assert any("5 tasks, fewer than 10" in note for note in report.notes)
+    # two phrasings of each of three situations: three units, each the mean of its phrasings
+    phrased = [
+        kl_row(f"{s}-p{p}", v, situation=s)
+        for s, values in {"s1": (0.02, 0.04), "s2": (0.10, 0.30), "s3": (0.01, 0.01)}.items()
+        for p, v in enumerate(values)
+    ]
+    report = wai.mean_kl(phrased)
+    assert report.ci95 == pytest.approx(skew_corrected_t_interval([0.03, 0.2, 0.01]))
+    assert any("3 situations, fewer than 10" in note for note in report.notes)
+
+
+@pytest.mark.slow
+def test_mean_kl_covers_the_true_kl_from_three_tasks() -> None:
+    """Task KLs drawn skewed (gamma, mean 0.05 nats a token), four rollouts a task each
+    giving a noisy single-sample estimate (some negative). The percentile bootstrap this
+    replaced covered 70% at 3 tasks, 79% at 5 and 85% at 10 on this population."""
+    rng = np.random.default_rng(9)
+    runs = 1500
+    for tasks in (3, 5, 10, 30):
+        covered = 0
+        for _ in range(runs):
+            truth = rng.gamma(0.8, 0.05 / 0.8, size=tasks)
+            estimates = truth[:, None] + rng.normal(0, 0.03, size=(tasks, 4))
+            rows = [
+                row(f"t{t}", logprob=-20.0 + 20 * k, ref_logprob=-20.0, n_tokens=20)
+                for t in range(tasks)
+                for k in estimates[t]
+            ]
+            low, high = wai.mean_kl(rows).ci95  # type: ignore[misc]
+            covered += low <= 0.05 <= high
+        print(f"{tasks} tasks: mean_kl covers {covered / runs:.3f}")
+        assert covered / runs >= (0.89 if tasks < 30 else 0.93)
+
+
 def test_mean_kl_with_nothing_to_read_says_what_is_missing() -> None:
     with pytest.raises(ValueError, match="no row carries logprob, ref_logprob and n_tokens"):
         wai.mean_kl([row("a", logprob=-1.0, n_tokens=2)])

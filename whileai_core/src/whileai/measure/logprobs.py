@@ -19,13 +19,15 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.measure.stats import (
-    DEFAULT_RESAMPLES,
-    MIN_TASKS_FOR_INTERVAL,
-    bootstrap_ci,
-    t_quantile,
+from whileai.measure._tasks import _clusters
+from whileai.measure.intervals import (
+    SMALL_SAMPLE,
+    skew_corrected_t_interval,
+    small_sample_note,
+    unit_count,
 )
-from whileai.schema.records import RowError, check_row, task_key
+from whileai.measure.stats import DEFAULT_RESAMPLES, MIN_TASKS_FOR_INTERVAL, t_quantile
+from whileai.schema.records import RowError, check_row, situation_key, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
 from whileai.schema.wording import agreeing, counted
@@ -316,7 +318,10 @@ def mean_kl(
     confidence: float = 0.95,
 ) -> MeanKLReport:
     """Sampled KL per generated token, ``(logprob - ref) / n_tokens`` on each row, averaged per
-    task and then across tasks, with a bootstrap interval over tasks.
+    task and then across tasks, with its interval over tasks (situations, when phrasings share
+    one): Student's t corrected for skewness, as a count's mean takes (KL is skewed: a few
+    tasks where the policy moved far). ``n_resamples`` and ``seed`` are kept for calls that
+    pass them; the interval draws nothing.
 
     This is the single-sample estimator of KL(policy || reference) on tokens the policy drew
     (k1 in Schulman's "Approximating KL divergence"): unbiased on average, so one row's value can
@@ -328,6 +333,7 @@ def mean_kl(
     skipped: dict[str, int] = {}
     values: list[float] = []
     keys: list[str] = []
+    situations: dict[str, str | None] = {}
     diff_total = 0.0
     token_total = 0
     for i, row in enumerate(rows):
@@ -338,7 +344,10 @@ def mean_kl(
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
         values.append(kl)
-        keys.append(task_key(row, i))
+        key = task_key(row, i)
+        keys.append(key)
+        if key not in situations:
+            situations[key] = situation_key(row) if row.get("lineage") is not None else None
         count = row_tokens(row, i)
         assert count is not None
         diff_total += kl * count
@@ -354,10 +363,15 @@ def mean_kl(
     means = sums / np.bincount(task, minlength=len(names))
     ci = None
     notes: list[str] = []
-    if len(names) >= MIN_TASKS_FOR_INTERVAL:
-        ci = bootstrap_ci(means, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    clusters = _clusters([situations[name] for name in names])
+    units = unit_count(len(names), clusters)
+    if units >= 2:
+        ci = skew_corrected_t_interval(means, clusters, confidence)
+        if units < SMALL_SAMPLE:
+            notes.append(small_sample_note("mean_kl", units, clustered=clusters is not None))
     else:
-        notes.append(f"fewer than {MIN_TASKS_FOR_INTERVAL} tasks: point estimate, no interval")
+        noun = "situation" if clusters is not None else "task"
+        notes.append(f"one {noun}: point estimate, no interval (an interval needs two or more)")
     overall = float(means.mean())
     if overall < 0:
         notes.append(
