@@ -75,6 +75,16 @@ def test_faults_land_on_the_rows_and_the_agent_recovers_from_loud_ones() -> None
     assert recovered, [r["reason"] for r in faulted]
 
 
+def test_a_garbled_answer_is_retried_not_a_crash() -> None:
+    # the malformed fault cuts an answer's JSON short: the scripted agent retries the call as
+    # it would a timeout, so the run has no errored rows and the benchmark grades every one
+    data = run(unique=6, repeats=4, seed=5, fault_rate=0.4, advanced={"fault_kinds": ["malformed"]})
+    rows = data.rows()
+    assert any(f["kind"] == "malformed" for r in rows for f in r["faults"])
+    assert not [r["error"] for r in rows if r.get("error")]
+    assert all(r["reward"] is not None for r in rows)
+
+
 def test_a_shop_configured_with_its_own_fault_plan_keeps_it_in_a_run() -> None:
     data = run(unique=6, repeats=2, seed=5, advanced={"world": "shop:timeout"})
     kinds = {f["kind"] for r in data.rows for f in r["faults"]}

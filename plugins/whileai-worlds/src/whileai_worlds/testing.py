@@ -27,8 +27,8 @@ RETRIED = ("timeout", "internal_error", "rate_limited")
 
 class ScriptedSupportAgent:
     """Looks the order in the customer's message up, then refunds it, tells its tracking
-    number or changes its address; retries a call that failed loudly and tells the customer
-    why the shop refused one. With ``delay`` it waits that many seconds before each answer
+    number or changes its address; retries a call that failed loudly or came back garbled and
+    tells the customer why the shop refused one. With ``delay`` it waits that many seconds before each answer
     (``support:slow``)."""
 
     def __init__(self, delay: float = 0.0) -> None:
@@ -55,7 +55,11 @@ class ScriptedSupportAgent:
             return call_tool("get_order", {"order_id": order_id.group()}, MODEL)
         if last["role"] != "tool":
             return say("Anything else?", MODEL)
-        result = json.loads(last["content"]) if str(last["content"]).startswith("{") else {}
+        try:
+            result = json.loads(last["content"]) if str(last["content"]).startswith("{") else {}
+        except ValueError:
+            # a garbled answer (the malformed fault) is read as one that failed loudly
+            result = {"error": "timeout"}
         if result.get("error") in RETRIED:
             previous = next(m for m in reversed(messages) if m.get("tool_calls"))
             call = previous["tool_calls"][0]["function"]
