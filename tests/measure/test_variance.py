@@ -125,11 +125,21 @@ def test_noise_band_from_the_number_alone() -> None:
         wai.noise_band(None, df=2)  # type: ignore[arg-type]
 
 
-def test_holdout_size_follows_the_paired_normal_formula() -> None:
+def test_holdout_size_is_the_paired_t_test_size() -> None:
+    from whileai.measure.variance import _paired_t_size
+
+    # the textbook sizes of a two-sided paired t-test at alpha 0.05 (Cohen 1988; G*Power):
+    # a standardized effect of 0.5 at power 0.8 needs 34 pairs, 0.8 needs 15, 0.2 needs 199,
+    # and 0.5 at power 0.9, 44
+    assert [_paired_t_size(d, 1.0, 0.05, 0.8) for d in (0.5, 0.8, 0.2)] == [34, 15, 199]
+    assert _paired_t_size(0.5, 1.0, 0.05, 0.9) == 44
     report = wai.holdout_size(0.10, base=0.45, k=4)
     pq, pq_after = 0.45 * 0.55, 0.55 * 0.45
+    var_d = (pq + pq_after) / 4
+    assert report.n_tasks == _paired_t_size(0.10, var_d, 0.05, 0.8)
+    # a few above the normal approximation, which undersizes a t-test
     z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
-    assert report.n_tasks == math.ceil(z**2 * (pq + pq_after) / 4 / 0.10**2)
+    assert 0 < report.n_tasks - math.ceil(z**2 * var_d / 0.10**2) <= 3
     assert report.task_std == pytest.approx(math.sqrt(pq / 4))
     assert report["n_tasks"] == report.n_tasks
     text = str(report)
@@ -141,16 +151,44 @@ def test_holdout_size_follows_the_paired_normal_formula() -> None:
 
 def test_holdout_size_has_the_power_it_promises() -> None:
     # Simulate the paired experiment it sizes: n tasks, k samples per arm, a two-sided paired
-    # z-test at alpha. The share of runs that detect the effect is the power.
+    # t-test at alpha (what compare's interval is). The share of runs that detect the effect
+    # is the power.
     report = wai.holdout_size(0.10, base=0.45, k=4)
     rng = np.random.default_rng(0)
     reps, n, k = 4000, report.n_tasks, 4
     a = rng.binomial(k, 0.45, size=(reps, n)) / k
     b = rng.binomial(k, 0.55, size=(reps, n)) / k
     d = b - a
-    z = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
-    power = float((np.abs(z) > stats.norm.ppf(0.975)).mean())
-    assert 0.76 <= power <= 0.85
+    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
+    power = float((np.abs(t) > stats.t.ppf(0.975, n - 1)).mean())
+    assert 0.77 <= power <= 0.84
+
+
+def rows_of_passes(passes: np.ndarray) -> list[dict[str, object]]:
+    return [
+        {"task_id": f"t{i}", "prompt": f"q{i}", "final_text": "a", "reward": float(v)}
+        for i in range(passes.shape[0])
+        for v in passes[i]
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("effect", "base", "k"), [(0.3, 0.4, 4), (0.4, 0.3, 1), (0.2, 0.5, 8)])
+def test_compare_finds_the_effect_as_often_as_holdout_size_promises(
+    effect: float, base: float, k: int
+) -> None:
+    """Sized for a few dozen tasks, where the normal approximation fell short: compare found
+    these effects in 69%, 75% and 74% of runs at its sizes (10, 21 and 12 tasks)."""
+    n = wai.holdout_size(effect, base=base, k=k).n_tasks
+    rng = np.random.default_rng(int(effect * 100) + k)
+    runs = 1200
+    gains = 0
+    for _ in range(runs):
+        a = rng.random((n, k)) < base
+        b = rng.random((n, k)) < base + effect
+        gains += wai.compare(rows_of_passes(a), rows_of_passes(b)).verdict == "gain"
+    print(f"effect {effect} at base {base}, k={k}: {n} tasks, a gain in {gains / runs:.3f}")
+    assert 0.76 <= gains / runs <= 0.86
 
 
 def test_holdout_size_before_rows_measures_the_spread() -> None:

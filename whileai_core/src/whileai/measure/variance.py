@@ -15,9 +15,16 @@ noise of a k-sample pass rate in each arm, ``p_i (1 - p_i) / k`` for a task with
     var(d) = (E[p(1 - p)] + E[(p + effect)(1 - p - effect)]) / k
            = (2 E[p(1 - p)] + effect (1 - 2 base) - effect^2) / k
 
-and a two-sided test at ``alpha`` with power ``power`` needs (paired normal approximation)
+and ``compare`` calls a gain when its interval, Student's t over the paired tasks, excludes
+0: a two-sided paired t-test at ``alpha``. So ``n_tasks`` is the smallest ``n`` at which that
+test has the power, ``P(|T| > t_{1 - alpha/2, n - 1}) >= power`` with ``T`` noncentral t on
+``n - 1`` degrees of freedom and noncentrality ``effect / sqrt(var(d) / n)`` (the textbook
+paired t-test size). The normal approximation
 
-    n_tasks = ceil((z_{1 - alpha/2} + z_{power})^2 var(d) / effect^2).
+    n_normal = ceil((z_{1 - alpha/2} + z_{power})^2 var(d) / effect^2)
+
+is where the search starts; it falls short at a few dozen tasks (sized by it, compare found
+an effect of 0.3 over 10 tasks at k=4 in 69% of runs, not 80%).
 
 With ``base=`` alone every task is assumed to sit at ``base``, so ``E[p(1 - p)] = base (1 - base)``,
 the largest it can be for that mean (conservative). With ``before=rows`` the base rate is the
@@ -357,6 +364,26 @@ def _unit(value: Any, name: str, *, open_low: bool = True, open_high: bool = Tru
     return float(value)
 
 
+def _paired_t_size(effect: float, var_d: float, alpha: float, power: float) -> int:
+    """The fewest paired tasks (two at least: an interval over tasks needs two) at which a
+    two-sided paired t-test at ``alpha`` finds a mean difference ``effect`` with per-task
+    variance ``var_d`` with probability ``power``; see the module docstring."""
+    z = normal_quantile(1 - alpha / 2) + normal_quantile(power)
+    n = max(2, math.ceil(z**2 * var_d / effect**2))
+    if var_d == 0:
+        return n
+    from scipy import stats  # here: scipy.stats is slow to import, and only this call needs it
+
+    sd = math.sqrt(var_d)
+    while True:
+        q = float(stats.t.ppf(1 - alpha / 2, n - 1))
+        shift = abs(effect) / (sd / math.sqrt(n))
+        found = float(stats.nct.sf(q, n - 1, shift) + stats.nct.cdf(-q, n - 1, shift))
+        if found >= power:
+            return n
+        n += 1
+
+
 def holdout_size(
     effect: float,
     base: float | None = None,
@@ -384,7 +411,8 @@ def holdout_size(
     notes: list[str] = []
     assumptions = [
         "the effect is the same on every task, so how hard a task is cancels in the pair",
-        "tasks are independent; normal approximation to the mean paired difference",
+        "tasks are independent; a paired t-test on the per-task differences, as compare's "
+        "interval is",
     ]
     if before is not None:
         t = task_table(rows_of(before, "before"), what="before", with_markers=False)
@@ -427,8 +455,7 @@ def holdout_size(
         raise ValueError(f"effect {effect:+g} takes the base rate {base_rate:.3f} outside [0, 1]")
     pq_after = max(pq + effect * (1 - 2 * base_rate) - effect**2, 0.0)
     var_d = (pq + pq_after) / k_used
-    z = normal_quantile(1 - alpha / 2) + normal_quantile(power)
-    n_tasks = max(1, math.ceil(z**2 * var_d / effect**2))
+    n_tasks = _paired_t_size(effect, var_d, alpha, power)
     if var_d == 0:
         notes.append(
             "no within-task spread at all: every task unanimous in both arms; the count is a "
