@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+import whileai as wai
 from whileai.cli import main
+from whileai.schema.files import sidecar_path
 
 pytestmark = pytest.mark.plugins
 
@@ -384,6 +386,27 @@ def test_grade_select_decontaminate_and_rank_take_a_rows_file_and_write_one(
     argv = ["decontaminate", str(graded), "--against", str(benchmark), "-n", "0"]
     code, _, err = cli(capsys, *argv, "--output", str(clean))
     assert (code, err) == (2, "whileai decontaminate: n must be a whole number >= 1, got 0\n")
+
+
+def test_report_measures_a_count_within_the_bounds_its_run_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    errors = {"a": [0, 0, 0, 0], "b": [0, 1, 0, 0], "c": [1, 0, 2, 1]}
+    run = rows_file(
+        tmp_path / "run.jsonl",
+        [
+            {"task_id": t, "prompt": t, "final_text": "a", "reward": 1.0, "markers": {"errs": n}}
+            for t, counts in errors.items()
+            for n in counts
+        ],
+    )
+    sidecar = {"metadata": {"marker_bounds": {"errs": [0, None]}}, "complete": True}
+    sidecar_path(run).write_text(json.dumps(sidecar))
+    code, out, _ = cli(capsys, "report", str(run), "--json")
+    assert code == 0
+    low, high = json.loads(out)["markers"]["metrics"]["errs"]["ci95"]
+    # Student's t on three tasks alone reaches below 0; a count's mean cannot
+    assert low == 0.0 and high == pytest.approx(wai.marker_summary(run).metrics["errs"].ci95[1])
 
 
 def test_report_of_a_run_still_going_says_so_and_of_a_killed_one_how_to_go_on(

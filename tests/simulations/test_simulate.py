@@ -215,6 +215,60 @@ def test_a_marker_that_fails_or_exits_is_a_warning_and_the_rows_keep_the_others(
     assert "marker 'raises' failed: KeyError: 'no such field'" in data.warnings
 
 
+def test_a_marker_keeps_to_the_bounds_it_declares_and_the_run_records_them(tmp_path: Any) -> None:
+    # a marker declares the range of its values; the run records it beside the rows, where
+    # the measurements read it, and a value outside it is the marker's error, not a row value
+    class Share:
+        bounds = (0, 1)
+
+        def __call__(self, row: dict[str, Any]) -> float:
+            return len(row["steps"]) / 10  # a share while a rollout has at most 10 steps
+
+    class Steps:
+        bounds = (0, None)
+
+        def __call__(self, row: dict[str, Any]) -> int:
+            return len(row["steps"])
+
+    class Tight(Share):
+        bounds = (0, 0.1)
+
+    class Misdeclared:
+        bounds = (1, 0)
+
+        def __call__(self, row: dict[str, Any]) -> int:
+            return 1
+
+    class Markers:
+        @hookimpl
+        def whileai_register_markers(self, register: Any) -> None:
+            register("share", Share)
+            register("too_tight", Tight)
+            register("steps", Steps)
+            register("misdeclared", Misdeclared)
+
+    out = tmp_path / "run.jsonl"
+    data = run(Markers(), unique=2, repeats=2, output=str(out))
+    # (n_steps, the doubles' marker, declares none)
+    bounds = {"share": [0.0, 1.0], "steps": [0.0, None], "too_tight": [0.0, 0.1]}
+    assert data.metadata["marker_bounds"] == bounds
+    assert json.loads(out.with_suffix(".meta.json").read_text())["metadata"]["marker_bounds"] == (
+        bounds
+    )
+    assert all({"share", "steps", "misdeclared"} <= set(r["markers"]) for r in data.rows)
+    assert all("too_tight" not in r["markers"] for r in data.rows)
+    assert any(
+        w.startswith("marker 'too_tight' returned ")
+        and "outside the bounds it declares [0, 0.1]" in w
+        for w in data.warnings
+    )
+    assert any(
+        "marker 'misdeclared': bounds has its low end above its high end: (1, 0)" in w
+        and "measured without bounds" in w
+        for w in data.warnings
+    )
+
+
 def test_logprobs_and_truncation_are_recorded_per_turn_and_summed() -> None:
     data = run(unique=2, repeats=2, logprobs=True, sampling={"max_tokens": 3})
     row = data.rows[0]

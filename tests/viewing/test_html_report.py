@@ -61,6 +61,22 @@ def test_a_run_file_becomes_one_page_with_every_section(shop_runs: dict[str, Any
     assert "mean reward by intent" in page and "mean reward by tone" in page
 
 
+def test_the_markers_are_measured_within_the_bounds_their_run_recorded(
+    shop_runs: dict[str, Any], tmp_path: Path
+) -> None:
+    # the built-in markers declare their bounds; the page's intervals are marker_summary's on
+    # the same file, a count's never below 0
+    rows_file = Path(shop_runs["on"].output)
+    recorded = shop_runs["on"].metadata["marker_bounds"]
+    assert recorded["tool_errors"] == [0.0, None] and recorded["refusal"] == [0.0, 1.0]
+    page = wai.html_report(rows_file, tmp_path / "page.html").read_text(encoding="utf-8")
+    markers = page[page.index("<section id='markers'") : page.index("<section id='judge'")]
+    for name, line in wai.marker_summary(str(rows_file)).metrics.items():
+        assert line.ci95 is None or line.ci95[0] >= 0, name
+        if line.ci95 is not None:
+            assert f"[{line.ci95[0]:.3f}, {line.ci95[1]:.3f}]" in markers, name
+
+
 def test_two_runs_in_one_folder_keep_a_page_each(shop_runs: dict[str, Any], tmp_path: Path) -> None:
     # runs/first.jsonl and runs/second.jsonl, as the README's examples lay runs out
     pages = {}

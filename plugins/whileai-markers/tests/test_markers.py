@@ -45,6 +45,21 @@ def test_every_builtin_marker_is_registered(registry: Registry) -> None:
     }  # fmt: skip
 
 
+def test_every_builtin_marker_declares_the_range_of_its_values(registry: Registry) -> None:
+    # the flags lie in [0, 1], the counts at 0 or above: a run records these and the
+    # measurements read a marker's mean by them (a count's interval never goes below 0)
+    from whileai.graders import MarkerSet
+
+    flags = {"refusal", "truncated", "gave_up"}
+    counts = {"tool_errors", "faults_met", "length", "turns"}
+    markers, problems = MarkerSet.from_registry(registry)
+    assert not problems
+    assert {n: markers.bounds[n] for n in flags} == dict.fromkeys(flags, (0.0, 1.0))
+    assert {n: markers.bounds[n] for n in counts} == dict.fromkeys(counts, (0.0, None))
+    values, problems = markers.measure(rollout())
+    assert not problems and set(values) == flags | counts
+
+
 @pytest.mark.parametrize(
     "text",
     [

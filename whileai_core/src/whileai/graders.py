@@ -23,6 +23,7 @@ import attrs
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
 from whileai.progress import RunProgress, asking_again
 from whileai.registry import Registry, UnknownPluginError
+from whileai.schema.marker_bounds import Bounds, checked_bounds, within
 from whileai.schema.records import RowError
 from whileai.scoring import (
     JUDGE_FAILURES,
@@ -151,20 +152,36 @@ def world_grader(world: Any, check: Callable[[Mapping[str, Any]], Verdict]) -> G
 
 @attrs.frozen
 class MarkerSet:
-    """Registered markers, each ``marker(row) -> number | bool | None``."""
+    """Registered markers, each ``marker(row) -> number | bool | None``, and the ``bounds``
+    those that declare them keep to."""
 
     markers: Mapping[str, Callable[[Mapping[str, Any]], Any]]
+    bounds: Mapping[str, Bounds] = attrs.field(factory=dict)
 
     @classmethod
     def from_registry(cls, registry: Registry) -> tuple[MarkerSet, list[str]]:
         built: dict[str, Callable[[Mapping[str, Any]], Any]] = {}
+        bounds: dict[str, Bounds] = {}
         problems: list[str] = []
         for entry in registry.entries("marker"):
             try:
-                built[entry.name] = entry.load()()
+                marker = built[entry.name] = entry.load()()
             except Exception as exc:
                 problems.append(f"marker {entry.name!r} could not be built: {exc}")
-        return cls(built), problems
+                continue
+            declared = getattr(marker, "bounds", None)
+            if declared is None:
+                continue
+            try:
+                bounds[entry.name] = checked_bounds(declared, f"marker {entry.name!r}: bounds")
+            except ValueError as exc:
+                # measured all the same, as a marker that declares none
+                problems.append(f"{exc}; its values are measured without bounds")
+        return cls(built, bounds), problems
+
+    def recorded(self) -> dict[str, list[float | None]]:
+        """The declared bounds as a run's metadata records them (``marker_bounds``)."""
+        return {name: list(bounds) for name, bounds in sorted(self.bounds.items())}
 
     def measure(self, row: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         values: dict[str, Any] = dict(row.get("markers") or {})
@@ -177,10 +194,19 @@ class MarkerSet:
                 continue
             if value is None:
                 continue
-            if isinstance(value, bool | int | float):
-                values[name] = value
-            else:
+            if not isinstance(value, bool | int | float):
                 problems.append(f"marker {name!r} returned {value!r}, not a number")
+                continue
+            bounds = self.bounds.get(name)
+            if bounds is not None and not within(value, bounds):
+                low, high = bounds
+                problems.append(
+                    f"marker {name!r} returned {value!r}, outside the bounds it declares "
+                    f"[{'-inf' if low is None else f'{low:g}'}, "
+                    f"{'inf' if high is None else f'{high:g}'}]"
+                )
+                continue
+            values[name] = value
         return values, problems
 
 

@@ -84,6 +84,14 @@ def whileai_register_markers(register: Register) -> None:
 
     A marker factory returns a callable ``marker(row) -> float | int | bool | None``; the
     value lands in ``row["markers"][name]`` (``None`` means "does not apply" and is omitted).
+
+    The callable may declare ``bounds = (low, high)``, the range its values lie in (either end
+    None when open): ``(0, 1)`` for a flag or a share, ``(0, None)`` for a count. A run records
+    the declared bounds in its metadata (``marker_bounds``), a value outside them is the
+    marker's error (reported, not recorded), and the measurements read them: a marker bounded
+    in [0, 1] takes the bounded interval, a count takes Student's t, and every interval stops
+    at the bounds (a count's mean is never below 0). Without a declaration, a marker any row of
+    which lies outside [0, 1] is a count.
     """
 
 

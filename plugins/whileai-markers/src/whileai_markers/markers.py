@@ -3,7 +3,8 @@
 A marker is called as ``marker(row)`` on every finished rollout and returns a number, a bool,
 or ``None`` when the measurement does not apply to that row (the engine then omits it).
 Markers read only what an exported row carries (never ``privileged``), so they give the same
-value on a saved file as in memory.
+value on a saved file as in memory. Each declares its ``bounds`` (the marker hook's): the
+flags ``(0, 1)``, the counts ``(0, None)``.
 
 The step keys they read are the engine's (``whileai.schema.export.step_messages``):
 ``role`` (``"assistant" | "user" | "tool" | "system"``), ``content``, ``truncated`` on agent
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -71,6 +72,7 @@ class Refusal:
     patterns: tuple[str, ...] = attrs.field(default=REFUSAL_PATTERNS, converter=tuple)
     extra_patterns: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     name: str = "refusal"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, 1)
     version: str = "1"
     _compiled: tuple[re.Pattern[str], ...] = attrs.field(init=False, repr=False, eq=False)
 
@@ -115,6 +117,7 @@ class ToolErrors:
     (nothing says whether tools ran)."""
 
     name: str = "tool_errors"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, None)
     version: str = "1"
 
     def __call__(self, row: Mapping[str, Any]) -> int | None:
@@ -138,6 +141,7 @@ class FaultsMet:
     agent's own calls met. ``None`` for a row with neither (nothing says whether tools ran)."""
 
     name: str = "faults_met"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, None)
     version: str = "1"
 
     def __call__(self, row: Mapping[str, Any]) -> int | None:
@@ -155,6 +159,7 @@ class Length:
     """Characters in the agent's final answer. ``None`` for a row with no final answer."""
 
     name: str = "length"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, None)
     version: str = "1"
 
     def __call__(self, row: Mapping[str, Any]) -> int | None:
@@ -169,6 +174,7 @@ class Turns:
     ``wai.rows()`` builds) is one turn; with neither, ``None``."""
 
     name: str = "turns"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, None)
     version: str = "1"
 
     def __call__(self, row: Mapping[str, Any]) -> int | None:
@@ -184,6 +190,7 @@ class Truncated:
     the row's own ``truncated``)."""
 
     name: str = "truncated"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, 1)
     version: str = "1"
 
     def __call__(self, row: Mapping[str, Any]) -> bool:
@@ -206,6 +213,7 @@ class GaveUp:
     """
 
     name: str = "gave_up"
+    bounds: ClassVar[tuple[float | None, float | None]] = (0, 1)
     version: str = "1"
 
     def __call__(self, row: Mapping[str, Any]) -> bool | None:

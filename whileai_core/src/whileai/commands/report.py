@@ -29,6 +29,7 @@ def summary(
     from whileai.measure._tasks import task_table
     from whileai.measure.pass_at import pass_at_from_table
     from whileai.measure.summaries import marker_summary_from_table
+    from whileai.schema.marker_bounds import recorded_bounds
 
     faults: Counter[str] = Counter()
     owners: Counter[str] = Counter()
@@ -50,7 +51,8 @@ def summary(
 
     table = task_table(counted())
     passes = pass_at_from_table(table)
-    markers = marker_summary_from_table(table) if marked else None
+    bounds = recorded_bounds(meta.get("metadata"))
+    markers = marker_summary_from_table(table, bounds=bounds) if marked else None
     side_report = meta.get("report") or {}
     made = {
         "rows": len(rows),

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from whileai.schema.marker_bounds import Bounds, unit_bounded, within
 from whileai.schema.records import UNJUDGED_STATUS, RowError, check_row, situation_key, task_key
 from whileai.schema.report import Report
 
@@ -99,8 +100,8 @@ class TaskTable:
     #: tasks (rows from simulate() with requests_per_situation > 1); None when every task is
     #: a situation of its own
     clusters: IntArray | None = None
-    #: the markers some row gave a value outside [0, 1]: counts, whatever their task means
-    unbounded: frozenset[str] = frozenset()
+    #: marker name -> the smallest and largest value a row gave it
+    marker_ranges: dict[str, tuple[float, float]] = attrs.field(factory=dict)
 
     @property
     def n_tasks(self) -> int:
@@ -149,7 +150,8 @@ class TaskTable:
         score): its mean then takes the bounded interval, a count's takes Student's t. Read
         from the rows, not the task means: tool errors averaging 0.5 a task are still a count
         when a row had 2, and the bounded form would take them for shares."""
-        return name not in self.unbounded
+        low, high = self.marker_ranges[name]
+        return low >= 0 and high <= 1
 
     def marker_means(self, name: str) -> tuple[list[str], FloatArray]:
         """Tasks where marker ``name`` was measured, and its mean there."""
@@ -157,6 +159,23 @@ class TaskTable:
         has = count > 0
         keys = [k for k, h in zip(self.keys, has.tolist(), strict=True) if h]
         return keys, total[has] / count[has]
+
+
+def marker_is_bounded(table: TaskTable, name: str, declared: Bounds | None) -> bool:
+    """Whether marker ``name``'s mean takes the bounded interval: by the bounds its run
+    recorded when it declared them, else by its rows (every value in [0, 1]). Rows holding a
+    value outside the declared bounds are not that run's rows as it wrote them: a ValueError
+    naming the marker, since an interval cut at those bounds would be wrong."""
+    if declared is None:
+        return table.marker_bounded(name)
+    low, high = table.marker_ranges[name]
+    if not (within(low, declared) and within(high, declared)):
+        raise ValueError(
+            f"marker {name!r}: the rows hold values from {low:g} to {high:g}, outside the bounds "
+            f"its run recorded for it ({list(declared)}); were these rows edited, or written by "
+            "another run than the sidecar's?"
+        )
+    return unit_bounded(declared)
 
 
 def task_table(
@@ -178,8 +197,8 @@ def task_table(
     # marker name -> (rows carrying it, the sum of its values) per task, added up in row order
     # as the rows come (np.bincount over per-row arrays, bit for bit), so a marker costs
     # memory per task rather than 16 bytes a row (seven markers over a million rows: 112 MB)
-    marker_sums: dict[str, tuple[array[int], array[float]]] = {}
-    unbounded: set[str] = set()
+    # (and the smallest and largest value, which say whether it is a count)
+    marker_sums: dict[str, tuple[array[int], array[float], list[float]]] = {}
     nan = float("nan")
     # Bound methods as locals: this loop is the only per-row Python work a measurement does.
     index = index_of.get
@@ -230,19 +249,21 @@ def task_table(
                     for name, value in found.items():
                         if value is None:
                             continue
+                        value = float(value)
                         sums = marker_sums.get(name)
                         if sums is None:
-                            sums = marker_sums[name] = (array("q"), array("d"))
-                        count, total = sums
+                            sums = marker_sums[name] = (array("q"), array("d"), [value, value])
+                        count, total, seen = sums
                         if t >= len(count):
                             grow = bytes(8 * (t + 1 - len(count)))
                             count.frombytes(grow)
                             total.frombytes(grow)
                         count[t] += 1
-                        value = float(value)
                         total[t] += value
-                        if not 0.0 <= value <= 1.0:
-                            unbounded.add(name)
+                        if value < seen[0]:
+                            seen[0] = value
+                        elif value > seen[1]:
+                            seen[1] = value
     except RowError as exc:
         # Name the arm or run too when a call reads more than one set of rows.
         if what == "rows":
@@ -257,7 +278,6 @@ def task_table(
         situations,
         marker_sums,
         np.frombuffer(row_cut, dtype=np.int8).astype(np.bool_) if with_cut else None,
-        frozenset(unbounded),
     )
 
 
@@ -282,15 +302,14 @@ def _assemble(
     task: IntArray,
     reward: FloatArray,
     situations: list[str | None],
-    marker_sums: Mapping[str, tuple[array[int], array[float]]],
+    marker_sums: Mapping[str, tuple[array[int], array[float], list[float]]],
     row_cut: npt.NDArray[np.bool_] | None,
-    unbounded: frozenset[str] = frozenset(),
 ) -> TaskTable:
     n_tasks = len(keys)
     judged = ~np.isnan(reward)
     binary = judged & ((reward == 0.0) | (reward == 1.0))
     markers: dict[str, tuple[IntArray, FloatArray]] = {}
-    for name, (count, total) in marker_sums.items():
+    for name, (count, total, _) in marker_sums.items():
         # (a marker's arrays end at the last task that carried it)
         counts = np.zeros(n_tasks, dtype=np.int64)
         counts[: len(count)] = np.frombuffer(count, dtype=np.int64)
@@ -319,7 +338,7 @@ def _assemble(
         row_reward=reward,
         row_cut=row_cut,
         clusters=_clusters(situations),
-        unbounded=unbounded,
+        marker_ranges={name: (seen[0], seen[1]) for name, (_, _, seen) in marker_sums.items()},
     )
 
 

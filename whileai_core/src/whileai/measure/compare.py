@@ -12,23 +12,31 @@ band two re-runs of one model show on their own reads as noise, not as a gain.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from whileai.measure._tasks import Provenance, RowCounts, TaskTable, task_table
+from whileai.measure._tasks import (
+    Provenance,
+    RowCounts,
+    TaskTable,
+    marker_is_bounded,
+    task_table,
+)
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
+    clipped,
     difference_interval,
     small_sample_note,
     unit_count,
 )
 from whileai.measure.stats import DEFAULT_RESAMPLES, Interval, Seed, normal_quantile, t_band
 from whileai.measure.variance import ZERO_FLOOR
+from whileai.schema.marker_bounds import Bounds, recorded_bounds
 from whileai.schema.report import Report, fmt, fmt_ci, table
-from whileai.schema.source import rows_of
+from whileai.schema.source import RowSource, row_source
 from whileai.schema.wording import agreeing, counted, name_some
 
 #: What each verdict of a comparison means, in words.
@@ -242,12 +250,20 @@ def compare(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: Seed = 0,
 ) -> CompareReport:
-    """b against a, paired by task: a delta and its bootstrap interval for reward and every
-    marker both arms carry. ``proxy="marker:name"`` makes that marker the headline; with
+    """b against a, paired by task: a delta and its interval for reward and every marker both
+    arms carry (a marker's inside the range its declared bounds allow a difference). ``proxy="marker:name"`` makes that marker the headline; with
     ``run_std`` (and ``run_std_runs``) a headline delta inside the noise band reads as noise."""
     std, runs = _check_run_std(run_std, run_std_runs)
-    rows_a, rows_b = rows_of(a, "a"), rows_of(b, "b")
-    return _compare_rows(rows_a, rows_b, proxy, std, runs, n_resamples, seed)
+    source_a, source_b = row_source(a, "a"), row_source(b, "b")
+    bounds = _shared_bounds(source_a, source_b)
+    return _compare_rows(source_a.rows, source_b.rows, proxy, std, runs, n_resamples, seed, bounds)
+
+
+def _shared_bounds(a: RowSource, b: RowSource) -> dict[str, Bounds]:
+    """The marker bounds both arms' runs recorded alike: a bound only one run declared says
+    nothing of the other arm's values."""
+    bounds_a, bounds_b = recorded_bounds(a.metadata), recorded_bounds(b.metadata)
+    return {name: found for name, found in bounds_a.items() if bounds_b.get(name) == found}
 
 
 def _compare_rows(
@@ -258,6 +274,7 @@ def _compare_rows(
     run_std_runs: int | None,
     n_resamples: int,
     seed: Seed,
+    bounds: Mapping[str, Bounds],
 ) -> CompareReport:
     ta = task_table(rows_a, what="arm a")
     tb = task_table(rows_b, what="arm b")
@@ -265,8 +282,17 @@ def _compare_rows(
     headline = _headline_name(proxy, shared, ta, tb)
     metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), ta, True)}
     for name in shared:
-        bounded = ta.marker_bounded(name) and tb.marker_bounded(name)
-        metrics[name] = _delta(name, ta.marker_means(name), tb.marker_means(name), ta, bounded)
+        declared = bounds.get(name)
+        bounded = marker_is_bounded(ta, name, declared) and marker_is_bounded(tb, name, declared)
+        delta = _delta(name, ta.marker_means(name), tb.marker_means(name), ta, bounded)
+        if declared is not None and delta.ci95 is not None:
+            # a difference of two values within [low, high] lies within [low - high, high - low]
+            low, high = declared
+            apart = None if low is None or high is None else high - low
+            delta = attrs.evolve(
+                delta, ci95=clipped(delta.ci95, (None if apart is None else -apart, apart))
+            )
+        metrics[name] = delta
     head = metrics[headline]
     keys_a, keys_b = set(ta.keys), set(tb.keys)
     notes: list[str] = []
@@ -391,12 +417,33 @@ def compare_runs(
     the arms were not produced alike: a different deploy prompt (``lineage.system_prompt_sha``),
     judge, writer or user model; and when they hold the same rollouts (a run regraded), whose
     delta is the grading's."""
+    a, b = row_source(run_a, "run_a"), row_source(run_b, "run_b")
+    return compare_sources(a, b, proxy, run_std, run_std_runs, n_resamples, seed)
+
+
+def compare_sources(
+    source_a: RowSource,
+    source_b: RowSource,
+    proxy: str | None = None,
+    run_std: float | None = None,
+    run_std_runs: int | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: Seed = 0,
+) -> CompareRunsReport:
+    """:func:`compare_runs` on two arms already read (the HTML page's, whose rows it exports
+    on the way, with their runs' metadata beside them)."""
     std, runs = _check_run_std(run_std, run_std_runs)
-    rows_a, rows_b = rows_of(run_a, "run_a"), rows_of(run_b, "run_b")
     # what produced each arm is read in the walk its task table makes: one walk an arm
     seen_a, seen_b = Provenance(), Provenance()
     report = _compare_rows(
-        seen_a.passing(rows_a), seen_b.passing(rows_b), proxy, std, runs, n_resamples, seed
+        seen_a.passing(source_a.rows),
+        seen_b.passing(source_b.rows),
+        proxy,
+        std,
+        runs,
+        n_resamples,
+        seed,
+        _shared_bounds(source_a, source_b),
     )
     fields = {f.name: getattr(report, f.name) for f in attrs.fields(CompareReport)}
     fields["warnings"] = _provenance_warnings(seen_a.seen, seen_b.seen)

@@ -286,6 +286,22 @@ def skew_corrected_t_interval(
     return mean - untransformed(q) * se, mean - untransformed(-q) * se
 
 
+def clipped(
+    interval: Interval | None, bounds: tuple[float | None, float | None] | None
+) -> Interval | None:
+    """``interval`` cut to ``bounds`` (either end None when open): a mean of values that lie
+    within them lies within them too, so the cut keeps every value the interval could cover
+    (a count's interval never reaches below 0)."""
+    if interval is None or bounds is None:
+        return interval
+    low, high = interval
+    if bounds[0] is not None:
+        low, high = max(low, bounds[0]), max(high, bounds[0])
+    if bounds[1] is not None:
+        low, high = min(low, bounds[1]), min(high, bounds[1])
+    return low, high
+
+
 def mover_difference(
     mean_a: float, interval_a: Interval, mean_b: float, interval_b: Interval
 ) -> Interval:

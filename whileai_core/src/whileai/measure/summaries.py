@@ -20,14 +20,21 @@ from typing import Any
 
 import attrs
 
-from whileai.measure._tasks import TaskTable, task_table
-from whileai.measure.intervals import SMALL_SAMPLE, mean_interval, small_sample_note, unit_count
+from whileai.measure._tasks import TaskTable, marker_is_bounded, task_table
+from whileai.measure.intervals import (
+    SMALL_SAMPLE,
+    clipped,
+    mean_interval,
+    small_sample_note,
+    unit_count,
+)
 from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
 from whileai.measure.stats import DEFAULT_RESAMPLES
+from whileai.schema.marker_bounds import Bounds, recorded_bounds
 from whileai.schema.provenance import self_judged as judged_by_its_own_model
 from whileai.schema.records import check_reward, check_row
 from whileai.schema.report import Report, fmt, fmt_ci, table
-from whileai.schema.source import rows_of
+from whileai.schema.source import row_source, rows_of
 from whileai.schema.wording import agreeing, counted
 
 Interval = tuple[float, float]
@@ -94,14 +101,21 @@ def _summarise(
     seed: int,
     confidence: float,
 ) -> tuple[dict[str, MetricLine], int, int, list[str]]:
-    return summarise_table(task_table(rows_of(rows)), names, include_reward, confidence)
+    source = row_source(rows)
+    bounds = recorded_bounds(source.metadata)
+    return summarise_table(task_table(source.rows), names, include_reward, confidence, bounds)
 
 
 def summarise_table(
-    tasks: TaskTable, names: Sequence[str] | str | None, include_reward: bool, confidence: float
+    tasks: TaskTable,
+    names: Sequence[str] | str | None,
+    include_reward: bool,
+    confidence: float,
+    bounds: Mapping[str, Bounds] | None = None,
 ) -> tuple[dict[str, MetricLine], int, int, list[str]]:
     """:func:`metric_summary`'s lines, rows, tasks and notes from a table already built (a
-    report that reads a run once gives every summary its table)."""
+    report that reads a run once gives every summary its table). ``bounds``: the markers'
+    declared bounds, as their run recorded them (``recorded_bounds(metadata)``)."""
     wanted: list[str]
     if names is None:
         wanted = (["reward"] if include_reward else []) + sorted(tasks.markers)
@@ -126,12 +140,13 @@ def summarise_table(
             _, means = tasks.reward_means()
             has = tasks.n_judged > 0
             n_rows = int(tasks.n_judged.sum())
-            bounded = True
+            bounded, declared = True, None
         else:
             _, means = tasks.marker_means(name)
             has = tasks.markers[name][0] > 0
             n_rows = int(tasks.markers[name][0].sum())
-            bounded = tasks.marker_bounded(name)
+            declared = (bounds or {}).get(name)
+            bounded = marker_is_bounded(tasks, name, declared)
         if len(means) == 0:
             notes.append(f"{name}: no row carries a value")
             continue
@@ -139,7 +154,9 @@ def summarise_table(
         clusters = tasks.clusters_of(has)
         units = unit_count(len(means), clusters)
         if units >= 2:
-            ci = mean_interval(means, n_rows, clusters, confidence, bounded=bounded)
+            ci = clipped(
+                mean_interval(means, n_rows, clusters, confidence, bounded=bounded), declared
+            )
             if ci is not None and ci[0] == ci[1]:
                 # a count every task gave alike: Student's t has no spread to size an interval
                 # by, and an interval of width 0 would claim the mean is known exactly
@@ -192,16 +209,27 @@ def marker_summary(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> MarkerSummaryReport:
-    """Mean and interval over tasks of every marker (flags count as 0 / 1)."""
-    return marker_summary_from_table(task_table(rows_of(rows)), markers, confidence=confidence)
+    """Mean and interval over tasks of every marker (flags count as 0 / 1), each interval
+    inside the bounds the marker declared when a run recorded them."""
+    source = row_source(rows)
+    return marker_summary_from_table(
+        task_table(source.rows),
+        markers,
+        confidence=confidence,
+        bounds=recorded_bounds(source.metadata),
+    )
 
 
 def marker_summary_from_table(
-    table: TaskTable, markers: Sequence[str] | str | None = None, *, confidence: float = 0.95
+    table: TaskTable,
+    markers: Sequence[str] | str | None = None,
+    *,
+    confidence: float = 0.95,
+    bounds: Mapping[str, Bounds] | None = None,
 ) -> MarkerSummaryReport:
     """:func:`marker_summary` from the table of the rows, built once: a report that also
     measures pass rates reads the run once."""
-    lines, n_rows, n_tasks, notes = summarise_table(table, markers, False, confidence)
+    lines, n_rows, n_tasks, notes = summarise_table(table, markers, False, confidence, bounds)
     if not lines and markers is None:
         notes.append("no row carries markers")
     return MarkerSummaryReport(metrics=lines, n_rows=n_rows, n_tasks=n_tasks, notes=notes)

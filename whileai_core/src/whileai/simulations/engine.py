@@ -418,6 +418,8 @@ async def _run_once(
         )
         total = planned.planned_rollouts(call.params)
         record = _record(call, opened, planned, sha, total, replayed_from)
+        # what the measurements read a marker's mean with, on the rows in memory or on disk
+        record.metadata["marker_bounds"] = markers.recorded()
 
         def simulation(finished: FinishedRows) -> Simulation:
             record.metadata["model_version"] = finished.tally.model_version

@@ -7,7 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from whileai.schema.files import beside, read_sidecar, sidecar_path, user_path
+from whileai.schema.marker_bounds import recorded_bounds
 from whileai.schema.provenance import provenance_text
 from whileai.schema.source import row_source
 from whileai.viewing import sections
@@ -83,7 +86,7 @@ def html_report(
         sections.arms_section(read),
         sections.dimensions_section(read),
         sections.faults_section(read),
-        sections.markers_section(read),
+        sections.markers_section(read, recorded_bounds(source.metadata)),
         sections.judge_section(read, rows),
     ]
     if baseline is not None:
@@ -134,7 +137,7 @@ def _compare(
     floor: Sequence[Any] | None,
     proxy: str | None,
 ) -> Section:
-    from whileai.measure.compare import compare_runs
+    from whileai.measure.compare import compare_sources
     from whileai.measure.variance import eval_variance
 
     base = row_source(baseline, "baseline")
@@ -148,8 +151,12 @@ def _compare(
             )
         spread = eval_variance(*[row_source(f, "floor").rows for f in floor])
         run_std, runs = spread.run_std, spread.n_runs
-    report = compare_runs(
-        ExportedRows(base.rows), rows, proxy=proxy, run_std=run_std, run_std_runs=runs
+    report = compare_sources(
+        attrs.evolve(base, rows=ExportedRows(base.rows)),
+        attrs.evolve(source, rows=rows),
+        proxy=proxy,
+        run_std=run_std,
+        run_std_runs=runs,
     )
     return sections.compare_section(
         report, _label(baseline, base), _label(run, source), floor=spread

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from whileai.schema.marker_bounds import Bounds
 from whileai.schema.provenance import RUN_PROVENANCE, provenance_text
 from whileai.schema.report import fmt, fmt_ci
 from whileai.schema.wording import counted
@@ -265,12 +266,14 @@ def faults_section(run: RunDigest) -> Section:
     return Section("faults", "Faults and outcomes", body)
 
 
-def markers_section(run: RunDigest) -> Section:
+def markers_section(run: RunDigest, bounds: Mapping[str, Bounds] | None = None) -> Section:
+    """Each marker's mean over tasks with its interval (inside the ``bounds`` the run recorded
+    for it), flags and counts plotted apart."""
     from whileai.measure.summaries import summarise_table
 
     if not run.any_markers:
         return Section("markers", "Markers", "<p class='muted'>No row carries markers.</p>")
-    metrics, _, _, said = summarise_table(run.table, None, False, 0.95)
+    metrics, _, _, said = summarise_table(run.table, None, False, 0.95, bounds)
     if not metrics:
         said.append("no row carries markers")
     flags: list[tuple[str, Any, Estimate]] = []
