@@ -163,6 +163,50 @@ def test_trace_flag_report_warns_about_repeats() -> None:
     assert any("1 task has repeats" in n for n in report.notes)
 
 
+def test_a_flags_interval_counts_a_tasks_repeats_as_the_rows_they_are_worth() -> None:
+    from whileai.measure.intervals import effective_attempts
+    from whileai.measure.proportions import effective_wilson_interval
+
+    # two tasks that always loop and two that never do: eight rows, but the loops follow the
+    # task, so the rows are worth far fewer than eight independent ones
+    rows = [row(t, 1.0, markers={"looped": t in "ab"}) for t in "abcd" for _ in range(2)]
+    clean = wai.trace_flag_report(rows).flags["looped"]
+    _, effective = effective_attempts([2, 2, 2, 2], [0, 0, 2, 2])
+    assert effective < 8
+    assert clean.ci95 == pytest.approx(effective_wilson_interval(0.5, effective))
+    assert clean.ci95[1] - clean.ci95[0] > np.subtract(*wai.wilson_interval(4, 8)[::-1])
+    # whole numbers of trials: the Wilson interval itself
+    assert effective_wilson_interval(0.7, 10) == pytest.approx(wai.wilson_interval(7, 10))
+    refusals = wai.refusal_report(
+        [{**r, "markers": {"refusal": r["markers"]["looped"]}} for r in rows]
+    )
+    assert refusals.refusals.ci95 == pytest.approx(effective_wilson_interval(0.5, effective))
+
+
+@pytest.mark.slow
+def test_trace_flag_and_refusal_intervals_cover_over_tasks_from_five() -> None:
+    """Four rollouts a task, each task's chance to fire drawn from a Beta: counted one row
+    each, the rows' Wilson interval covered 81-89% at every size from 5 tasks to 100."""
+    rng = np.random.default_rng(2)
+    runs = 800
+    for tasks in (5, 10, 30):
+        for a, b in ((0.5, 2.0), (2.0, 2.0)):
+            flags = refusals = 0
+            for _ in range(runs):
+                fired = rng.random((tasks, 4)) < rng.beta(a, b, (tasks, 1))
+                rows = [
+                    row(f"t{t}", 1.0, markers={"refusal": bool(v)})
+                    for t in range(tasks)
+                    for v in fired[t]
+                ]
+                low, high = wai.trace_flag_report(rows).flags["refusal"].ci95  # type: ignore[misc]
+                flags += low <= b / (a + b) <= high
+                low, high = wai.refusal_report(rows).refusals.ci95  # type: ignore[misc]
+                refusals += low <= a / (a + b) <= high
+            print(f"{tasks} tasks, Beta({a}, {b}): {flags / runs:.3f}, {refusals / runs:.3f}")
+            assert 0.91 <= flags / runs <= 0.985 and 0.91 <= refusals / runs <= 0.985
+
+
 def test_refusal_report_reads_the_marker_and_detects_elsewhere() -> None:
     rows = [
         row("a", 0.0, markers={"refusal": True}, final_text="Here you go"),

@@ -102,6 +102,8 @@ class TaskTable:
     clusters: IntArray | None = None
     #: marker name -> the smallest and largest value a row gave it
     marker_ranges: dict[str, tuple[float, float]] = attrs.field(factory=dict)
+    #: the markers some row gave a value strictly between 0 and 1 (a share, not a flag)
+    fractional: frozenset[str] = frozenset()
 
     @property
     def n_tasks(self) -> int:
@@ -252,7 +254,11 @@ def task_table(
                         value = float(value)
                         sums = marker_sums.get(name)
                         if sums is None:
-                            sums = marker_sums[name] = (array("q"), array("d"), [value, value])
+                            sums = marker_sums[name] = (
+                                array("q"),
+                                array("d"),
+                                [value, value, 0.0],
+                            )
                         count, total, seen = sums
                         if t >= len(count):
                             grow = bytes(8 * (t + 1 - len(count)))
@@ -264,6 +270,8 @@ def task_table(
                             seen[0] = value
                         elif value > seen[1]:
                             seen[1] = value
+                        if 0.0 < value < 1.0:
+                            seen[2] = 1.0
     except RowError as exc:
         # Name the arm or run too when a call reads more than one set of rows.
         if what == "rows":
@@ -339,6 +347,7 @@ def _assemble(
         row_cut=row_cut,
         clusters=_clusters(situations),
         marker_ranges={name: (seen[0], seen[1]) for name, (_, _, seen) in marker_sums.items()},
+        fractional=frozenset(name for name, (_, _, seen) in marker_sums.items() if seen[2]),
     )
 
 

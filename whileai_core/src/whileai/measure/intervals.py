@@ -155,6 +155,19 @@ def rate_interval(
     """The interval of ``mean(c / n)`` over tasks: task ``i`` passed ``c[i]`` of ``n[i]``
     attempts (every ``n[i] >= 1``); ``clusters`` labels each task's situation (any labels
     >= 0: tasks sharing one are one unit)."""
+    mean, effective = effective_attempts(n, c, clusters, confidence)
+    return count_interval(mean * effective, effective, confidence)
+
+
+def effective_attempts(
+    n: npt.ArrayLike,
+    c: npt.ArrayLike,
+    clusters: npt.ArrayLike | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[float, float]:
+    """``mean(c / n)`` over tasks and the independent attempts it is worth: the attempts
+    divided by the design effect of attempts clustered in tasks (situations), as
+    :func:`rate_interval` counts them; all the attempts where they are independent draws."""
     attempts = np.asarray(n, dtype=np.float64)
     passes = np.asarray(c, dtype=np.float64)
     rates = passes / attempts
@@ -167,7 +180,7 @@ def rate_interval(
     if units < 2 or not mean > 0 or not mean < 1 or attempts.max() < 2:
         # one unit, every attempt alike, or one attempt per task (each an independent draw
         # of the population's rate): the attempts are all there is to count
-        return count_interval(mean * all_attempts, all_attempts, confidence)
+        return mean, all_attempts
     # the binomial part of each task rate's variance, unbiased where a task has two attempts
     # or more; a task of one attempt takes the pooled share p(1-p) of those that have them
     many = attempts >= 2
@@ -183,9 +196,8 @@ def rate_interval(
     widen = (_t(units - 1, confidence) / _z(confidence)) ** 2
     variance = within + between * widen
     if variance <= 0:
-        return count_interval(mean * all_attempts, all_attempts, confidence)
-    effective = min(all_attempts, mean * (1 - mean) / variance)
-    return count_interval(mean * effective, effective, confidence)
+        return mean, all_attempts
+    return mean, min(all_attempts, mean * (1 - mean) / variance)
 
 
 def bounded_mean_interval(

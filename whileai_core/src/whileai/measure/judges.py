@@ -19,8 +19,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
-from whileai.measure.proportions import cohen_kappa, wilson_interval
+from whileai.measure.intervals import effective_attempts
+from whileai.measure.proportions import cohen_kappa, effective_wilson_interval, wilson_interval
 from whileai.schema.records import RowError, check_reward, check_row, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
@@ -49,6 +52,29 @@ class Rate(Report):
         if n == 0:
             return cls(count, n, None, None)
         return cls(count, n, count / n, wilson_interval(count, n, confidence))
+
+    @classmethod
+    def over_tasks(
+        cls,
+        counts: npt.ArrayLike,
+        ns: npt.ArrayLike,
+        clusters: npt.ArrayLike | None = None,
+        confidence: float = 0.95,
+    ) -> Rate:
+        """The share of rows, ``counts[i]`` of task ``i``'s ``ns[i]``, its Wilson interval at
+        the count of independent rows they are worth: a task's repeats are correlated (one
+        task keeps failing the same way), so rows clustered in tasks (situations, with
+        ``clusters``) count as fewer, by their design effect (Kish 1965), as pass@1's
+        attempts do. One row a task, the rows themselves."""
+        c = np.asarray(counts, dtype=np.float64)
+        m = np.asarray(ns, dtype=np.float64)
+        count, n = int(c.sum()), int(m.sum())
+        if n == 0:
+            return cls(count, n, None, None)
+        has = m > 0
+        groups = None if clusters is None else np.asarray(clusters)[has]
+        _, effective = effective_attempts(m[has], c[has], groups, confidence)
+        return cls(count, n, count / n, effective_wilson_interval(count / n, effective, confidence))
 
     def __float__(self) -> float:
         """The share, so a rate reads as the number it reports (``float(report.agreement)``)."""

@@ -62,8 +62,22 @@ def wilson_interval(successes: Any, n: Any, confidence: float = 0.95) -> Any:
         raise ValueError(
             f"successes must lie between 0 and n, got successes={successes!r}, n={n!r}"
         )
+    return _wilson(s / np.where(m > 0, m, 1), m, z)
+
+
+def effective_wilson_interval(share: float, n: float, confidence: float = 0.95) -> Interval:
+    """The Wilson interval of a ``share`` worth ``n`` independent trials, ``n`` not whole: a
+    share of rows clustered in tasks, at the effective count their design effect leaves
+    (Kish 1965; the Wilson interval at the effective sample size, as survey statistics
+    takes it for a clustered proportion)."""
+    if not (math.isfinite(share) and 0 <= share <= 1) or not (math.isfinite(n) and n > 0):
+        raise ValueError(f"share must lie in [0, 1] and n be > 0, got share={share!r}, n={n!r}")
+    low, high = _wilson(np.asarray(share), np.asarray(float(n)), _z(confidence))
+    return float(low), float(high)
+
+
+def _wilson(p: Any, m: Any, z: float) -> Any:
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = s / m
         z2 = z * z
         denom = 1 + z2 / m
         centre = (p + z2 / (2 * m)) / denom

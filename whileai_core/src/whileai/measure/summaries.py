@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 from whileai.measure._tasks import TaskTable, marker_is_bounded, task_table
 from whileai.measure.intervals import (
@@ -45,6 +46,15 @@ def _repeats_caveat(n: int) -> str:
         f"Wilson intervals count rows as independent; {counted(n, 'task')} "
         f"{agreeing(n, 'has', 'have')} repeats, which are correlated, so the intervals are "
         "narrower than the task-level truth"
+    )
+
+
+def _repeats_note(n: int, clustered: bool) -> str:
+    unit = "situations" if clustered else "tasks"
+    return (
+        f"{counted(n, 'task')} {agreeing(n, 'has', 'have')} repeats, which are correlated: "
+        f"the Wilson intervals count the rows as the independent ones they are worth over "
+        f"{unit} (their design effect), not as one each"
     )
 
 
@@ -239,11 +249,6 @@ def _is_flag(value: Any) -> bool:
     return isinstance(value, bool) or value in (0, 1)
 
 
-def _tasks_with_repeats(rows: Sequence[Mapping[str, Any]]) -> int:
-    counts = task_table(rows, with_markers=False).n_rows
-    return int((counts > 1).sum())
-
-
 @attrs.frozen(repr=False)
 class TraceFlagReport(Report):
     """Each flag marker: the share of rows where it did not fire (clean), with Wilson."""
@@ -262,37 +267,34 @@ class TraceFlagReport(Report):
 
 def trace_flag_report(rows: Any, *, confidence: float = 0.95) -> TraceFlagReport:
     """Every marker whose values are all flags (bool, or 0 / 1): its clean share (the flag is
-    False / 0) over the rows that carry it, with a Wilson interval."""
+    False / 0) over the rows that carry it, with a Wilson interval over tasks (the rows'
+    effective count, their repeats' correlation taken out)."""
     rows = rows_of(rows)
-    fired: dict[str, int] = {}
-    seen: dict[str, int] = {}
-    non_flag: set[str] = set()
-    for i, row in enumerate(rows):
-        check_row(row, i)
-        for name, value in (row.get("markers") or {}).items():
-            if value is None:
-                continue
-            if not _is_flag(value):
-                non_flag.add(name)
-                continue
-            seen[name] = seen.get(name, 0) + 1
-            fired[name] = fired.get(name, 0) + bool(value)
+    tasks = task_table(rows)
     flags = {
-        name: Rate.of(seen[name] - fired[name], seen[name], confidence)
-        for name in sorted(seen)
-        if name not in non_flag
+        name: Rate.over_tasks(seen - fired, seen, tasks.clusters, confidence)
+        for name, (seen, fired) in sorted(tasks.markers.items())
+        if _flags_only(tasks, name)
     }
+    non_flag = sorted(name for name in tasks.markers if name not in flags)
     notes = []
     if not flags:
         notes.append("no flag markers (bool or 0/1 values) on these rows")
     if non_flag:
         notes.append(
-            f"not flags (values other than 0/1), see marker_summary: {', '.join(sorted(non_flag))}"
+            f"not flags (values other than 0/1), see marker_summary: {', '.join(non_flag)}"
         )
-    repeats = _tasks_with_repeats(rows) if flags else 0
+    repeats = int((tasks.n_rows > 1).sum()) if flags else 0
     if repeats:
-        notes.append(_repeats_caveat(repeats))
-    return TraceFlagReport(flags=flags, not_flags=sorted(non_flag), n_rows=len(rows), notes=notes)
+        notes.append(_repeats_note(repeats, tasks.clusters is not None))
+    return TraceFlagReport(flags=flags, not_flags=non_flag, n_rows=len(rows), notes=notes)
+
+
+def _flags_only(tasks: TaskTable, name: str) -> bool:
+    """Whether every value of marker ``name`` was 0 or 1: its per-task totals then count the
+    rows that fired, and nothing between 0 and 1 was added into them."""
+    low, high = tasks.marker_ranges[name]
+    return low >= 0 and high <= 1 and name not in tasks.fractional
 
 
 #: The detection rule when a row has no ``refusal`` marker: the reply opens (after whitespace
@@ -315,7 +317,7 @@ def detect_refusal(text: str) -> bool:
 
 @attrs.frozen(repr=False)
 class RefusalReport(Report):
-    """Share of rows that refuse, with Wilson, and where each verdict came from."""
+    """Share of rows that refuse, with Wilson over tasks, and where each verdict came from."""
 
     title = "refusal_report"
 
@@ -349,6 +351,7 @@ def refusal_report(
     from_marker = 0
     refused_tasks: set[str] = set()
     tasks = task_table(rows, with_markers=False)
+    hits = np.zeros(len(rows))
     for i, row in enumerate(rows):
         value = (row.get("markers") or {}).get(marker)
         if value is not None:
@@ -361,6 +364,7 @@ def refusal_report(
             hit = bool(value)
         else:
             hit = detect_refusal(row["final_text"])
+        hits[i] = hit
         if hit:
             refused += 1
             refused_tasks.add(tasks.keys[int(tasks.row_task[i])])
@@ -377,9 +381,10 @@ def refusal_report(
         )
     repeats = int((tasks.n_rows > 1).sum())
     if repeats:
-        notes.append(_repeats_caveat(repeats))
+        notes.append(_repeats_note(repeats, tasks.clusters is not None))
+    per_task = np.bincount(tasks.row_task, weights=hits, minlength=tasks.n_tasks)
     return RefusalReport(
-        refusals=Rate.of(refused, n, confidence),
+        refusals=Rate.over_tasks(per_task, tasks.n_rows, tasks.clusters, confidence),
         from_marker=from_marker,
         detected=detected,
         source=source,
