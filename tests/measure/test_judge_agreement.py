@@ -124,3 +124,51 @@ def test_a_rate_converts_to_its_share() -> None:
     assert float(Rate.of(3, 4)) == 0.75
     with pytest.raises(ValueError, match="a rate of 0 in 0 has no share"):
         float(Rate.of(0, 0))
+
+
+def test_a_judge_wrong_on_a_task_is_wrong_on_its_repeats_so_rates_are_over_tasks() -> None:
+    from whileai.measure.intervals import effective_attempts
+    from whileai.measure.proportions import effective_wilson_interval
+
+    # four tasks of four rows: the judge agrees with gold on every row of two tasks and on
+    # none of the other two; sixteen rows, but worth far fewer than sixteen independent ones
+    rows = [
+        {**labelled([(1.0, 1.0 if task < 2 else 0.0)])[0], "task_id": f"t{task}"}
+        for task in range(4)
+        for _ in range(4)
+    ]
+    report = wai.judge_agreement(rows)
+    _, effective = effective_attempts([4, 4, 4, 4], [4, 4, 0, 0])
+    assert report.agreement.share == 0.5 and effective < 16
+    assert report.agreement.ci95 == pytest.approx(effective_wilson_interval(0.5, effective))
+    trust = wai.judge_trust(rows)
+    low, high = report.agreement.ci95
+    assert trust.disagreement.ci95 == pytest.approx((1 - high, 1 - low))
+
+
+@pytest.mark.slow
+def test_agreement_covers_over_tasks_when_the_judge_errs_task_by_task() -> None:
+    """Each task has its own chance that the judge mislabels a row (Beta(0.5, 4.5), mean
+    0.1), four rows a task. Counted one row each, the agreement's Wilson interval covered
+    88% at 10 tasks."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    runs = 800
+    for tasks in (10, 30):
+        covered = 0
+        for _ in range(runs):
+            wrong = rng.random((tasks, 4)) < rng.beta(0.5, 4.5, (tasks, 1))
+            gold = rng.random((tasks, 4)) < 0.6
+            rows = [
+                {
+                    **labelled([(float(g != w), float(g))])[0],
+                    "task_id": f"t{t}",
+                }
+                for t in range(tasks)
+                for g, w in zip(gold[t], wrong[t], strict=True)
+            ]
+            low, high = wai.judge_agreement(rows).agreement.ci95  # type: ignore[misc]
+            covered += low <= 0.9 <= high
+        print(f"{tasks} tasks: agreement covers {covered / runs:.3f}")
+        assert 0.92 <= covered / runs <= 0.985

@@ -163,9 +163,13 @@ def _reward_of(row: Mapping[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
+#: (task key, the judge's reward, the gold reward)
+Pair = tuple[str, float, float]
+
+
 def _pairs_from_gold_field(
     rows: Sequence[Mapping[str, Any]], field: str, skipped: dict[str, int]
-) -> list[tuple[float, float]]:
+) -> list[Pair]:
     pairs = []
     for i, row in enumerate(rows):
         check_row(row, i)
@@ -177,7 +181,7 @@ def _pairs_from_gold_field(
         elif judged is None:
             skipped["not judged"] = skipped.get("not judged", 0) + 1
         else:
-            pairs.append((judged, float(gold)))
+            pairs.append((task_key(row, i), judged, float(gold)))
     return pairs
 
 
@@ -201,7 +205,7 @@ def _pairs_from_gold_run(
     rows: Sequence[Mapping[str, Any]],
     gold: Sequence[Mapping[str, Any]],
     skipped: dict[str, int],
-) -> list[tuple[float, float]]:
+) -> list[Pair]:
     mine = _positions(rows, "rows")
     theirs = _positions(gold, "gold")
     pairs = []
@@ -218,7 +222,7 @@ def _pairs_from_gold_run(
         elif reference is None:
             skipped["gold row not judged"] = skipped.get("gold row not judged", 0) + 1
         else:
-            pairs.append((judged, reference))
+            pairs.append((place[0], judged, reference))
     extra = len(set(theirs) - set(mine))
     if extra:
         skipped["gold rows with no row to pair"] = extra
@@ -253,25 +257,41 @@ def judge_agreement(
     return _agreement(pairs, source, threshold, skipped, confidence)
 
 
+def _all(per_task: Mapping[tuple[bool, bool], npt.NDArray[np.float64]]) -> Any:
+    """Each task's pairs, whatever their cell."""
+    return sum(per_task.values())
+
+
 def _agreement(
-    pairs: list[tuple[float, float]],
+    pairs: list[Pair],
     source: str,
     threshold: float,
     skipped: dict[str, int],
     confidence: float,
 ) -> JudgeAgreementReport:
     counts = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
+    # per task, the same four counts: a task's rows are correlated (a judge wrong on a hard
+    # task is wrong on its every repeat), so the rates' intervals are over tasks
+    index: dict[str, int] = {}
+    codes = {cell: code for code, cell in enumerate(counts)}
+    task_of = np.zeros(len(pairs), dtype=np.int64)
+    code_of = np.zeros(len(pairs), dtype=np.int64)
     n_partial = 0
-    for judged, reference in pairs:
-        counts[(judged >= threshold, reference >= threshold)] += 1
+    for i, (key, judged, reference) in enumerate(pairs):
+        cell = (judged >= threshold, reference >= threshold)
+        counts[cell] += 1
+        task_of[i] = index.setdefault(key, len(index))
+        code_of[i] = codes[cell]
         n_partial += (0 < judged < 1) or (0 < reference < 1)
+    per_task = {
+        cell: np.bincount(task_of[code_of == code], minlength=len(index)).astype(np.float64)
+        for cell, code in codes.items()
+    }
     confusion = Confusion(
         counts[(True, True)], counts[(True, False)], counts[(False, True)], counts[(False, False)]
     )
     n = len(pairs)
-    agree = confusion.judge_pass_gold_pass + confusion.judge_fail_gold_fail
     gold_fail = confusion.judge_pass_gold_fail + confusion.judge_fail_gold_fail
-    gold_pass = confusion.judge_pass_gold_pass + confusion.judge_fail_gold_pass
     kappa = cohen_kappa(confusion.as_table()) if n else math.nan
     notes = []
     floor_met = n >= GOLD_FLOOR
@@ -297,10 +317,22 @@ def _agreement(
         floor_met=floor_met,
         gold_source=source,
         threshold=float(threshold),
-        agreement=Rate.of(agree, n, confidence),
+        agreement=Rate.over_tasks(
+            per_task[(True, True)] + per_task[(False, False)], _all(per_task), None, confidence
+        ),
         kappa=None if math.isnan(kappa) else kappa,
-        pass_when_gold_fail=Rate.of(confusion.judge_pass_gold_fail, gold_fail, confidence),
-        fail_when_gold_pass=Rate.of(confusion.judge_fail_gold_pass, gold_pass, confidence),
+        pass_when_gold_fail=Rate.over_tasks(
+            per_task[(True, False)],
+            per_task[(True, False)] + per_task[(False, False)],
+            None,
+            confidence,
+        ),
+        fail_when_gold_pass=Rate.over_tasks(
+            per_task[(False, True)],
+            per_task[(True, True)] + per_task[(False, True)],
+            None,
+            confidence,
+        ),
         confusion=confusion,
         n_partial=n_partial,
         skipped=skipped,

@@ -29,11 +29,11 @@ from whileai.measure.intervals import (
     small_sample_note,
     unit_count,
 )
-from whileai.measure.judges import GOLD_FLOOR, Rate, _agreement, _reward_of
+from whileai.measure.judges import GOLD_FLOOR, Pair, Rate, _agreement, _reward_of
 from whileai.measure.stats import DEFAULT_RESAMPLES
 from whileai.schema.marker_bounds import Bounds, recorded_bounds
 from whileai.schema.provenance import self_judged as judged_by_its_own_model
-from whileai.schema.records import check_reward, check_row
+from whileai.schema.records import check_reward, check_row, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import row_source, rows_of
 from whileai.schema.wording import agreeing, counted
@@ -449,7 +449,7 @@ def judge_trust(
     failed = 0
     never = 0  # no reward and no judge status: never sent to a judge
     self_judged = 0
-    pairs: list[tuple[float, float]] = []
+    pairs: list[Pair] = []
     flagged: dict[str, list[int]] = {}  # name -> [fired and judged, of those passed]
     non_flag: set[str] = set()
     for i, row in enumerate(rows):
@@ -470,7 +470,7 @@ def judge_trust(
         gold = row.get(field)
         check_reward(gold, field, i)
         if gold is not None and judged is not None:
-            pairs.append((judged, float(gold)))
+            pairs.append((task_key(row, i), judged, float(gold)))
         for marker, value in (row.get("markers") or {}).items():
             if value is not None and not _is_flag(value):
                 non_flag.add(marker)
@@ -484,8 +484,13 @@ def judge_trust(
     floor_met = False
     if pairs:
         agreement = _agreement(pairs, field, threshold, {}, confidence)
-        disagreement = Rate.of(
-            agreement.n_gold - agreement.agreement.count, agreement.n_gold, confidence
+        agreed = agreement.agreement
+        # the agreement's complement, its interval mirrored (Wilson's is symmetric in p, 1 - p)
+        disagreement = Rate(
+            agreement.n_gold - agreed.count,
+            agreement.n_gold,
+            1 - float(agreed),
+            None if agreed.ci95 is None else (1 - agreed.ci95[1], 1 - agreed.ci95[0]),
         )
         pass_fail = agreement.pass_when_gold_fail
         floor_met = agreement.floor_met
