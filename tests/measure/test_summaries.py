@@ -282,6 +282,31 @@ def test_judge_trust_with_gold_flags_and_self_judging() -> None:
     assert "pass_when_gold_fail" in text and "passed while tool_error fired" in text
 
 
+def test_judge_trust_counts_a_tasks_repeats_as_the_rows_they_are_worth() -> None:
+    from whileai.measure.intervals import effective_attempts
+    from whileai.measure.proportions import effective_wilson_interval
+
+    # the judge fails on every repeat of tasks a and b and on none of c and d; the looping
+    # flag fires on every repeat of a and c, and the judge passes those of c
+    rows = [
+        row(
+            task,
+            None if task in "ab" else 1.0,
+            judge_status="error" if task in "ab" else "ok",
+            markers={"looped": task in "ac"},
+        )
+        for task in "abcd"
+        for _ in range(3)
+    ]
+    report = wai.judge_trust(rows)
+    _, effective = effective_attempts([3, 3, 3, 3], [3, 3, 0, 0])
+    assert (report.errors.count, report.errors.n) == (6, 12) and effective < 12
+    assert report.errors.ci95 == pytest.approx(effective_wilson_interval(0.5, effective))
+    looped = report.passed_while_flagged["looped"]
+    assert (looped.count, looped.n) == (3, 3)  # a's rows were never judged
+    assert any("4 tasks have repeats" in n and "over tasks" in n for n in report.notes)
+
+
 def test_judge_trust_without_gold_says_accuracy_is_unmeasured() -> None:
     report = wai.judge_trust(
         [row(t, 1.0, judge_name="j1") for t in "ab"] + [row("c", 0.0, judge_name="j2")]

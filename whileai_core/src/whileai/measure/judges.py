@@ -8,8 +8,9 @@ rate matters more than the headline agreement.
 
 Labels are compared as pass / fail: a reward at or above ``threshold`` (0.5) is a pass, so a
 partial score is read as the side of the line it falls on, and the report counts how many were.
-Rates carry Wilson intervals over the gold rows. Those treat rows as independent; gold labels
-are usually one row per task, where that holds.
+Rates carry Wilson intervals at the gold rows' effective count over tasks
+(:meth:`Rate.over_tasks`): a judge wrong on a hard task is wrong on its every repeat, so a
+task's rows count as fewer independent ones; one row a task, the rows themselves.
 """
 
 from __future__ import annotations
@@ -161,6 +162,31 @@ def _reward_of(row: Mapping[str, Any]) -> float | None:
         return None
     value = row.get("reward")
     return None if value is None else float(value)
+
+
+class TaskTallies:
+    """Counts of rows per task for named rates, each read as :meth:`Rate.over_tasks`: a
+    measurement that walks rows once adds each row's part (``add``), then asks for the rates."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+        self._rows: dict[str, dict[int, list[int]]] = {}
+
+    def add(self, rate: str, task: str, counted: bool) -> None:
+        """One row of ``task`` in ``rate``'s denominator, in its count when ``counted``."""
+        t = self._index.setdefault(task, len(self._index))
+        cell = self._rows.setdefault(rate, {}).setdefault(t, [0, 0])
+        cell[0] += 1
+        cell[1] += counted
+
+    def rate(self, rate: str, confidence: float = 0.95) -> Rate:
+        cells = self._rows.get(rate, {})
+        ns = np.asarray([cells[t][0] for t in sorted(cells)], dtype=np.float64)
+        cs = np.asarray([cells[t][1] for t in sorted(cells)], dtype=np.float64)
+        return Rate.over_tasks(cs, ns, None, confidence)
+
+    def names(self) -> list[str]:
+        return sorted(self._rows)
 
 
 #: (task key, the judge's reward, the gold reward)

@@ -8,8 +8,8 @@ means), Student's t with Hall's correction for skewness for counts (which a perc
 bootstrap over tasks matches at a few dozen tasks; tests/measure/test_summaries.py, and
 tests/measure/test_count_intervals.py for their coverage from 5 tasks).
 Shares of rows (a flag's clean share, the refusal share, the judge's error rate) carry Wilson
-intervals; those treat rows as independent, which overstates precision when a task
-contributes several correlated repeats, and the reports say so.
+intervals at the rows' effective count over tasks: a task's repeats are correlated, so they
+count as the independent rows their design effect leaves (:meth:`Rate.over_tasks`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from whileai.measure.intervals import (
     small_sample_note,
     unit_count,
 )
-from whileai.measure.judges import GOLD_FLOOR, Pair, Rate, _agreement, _reward_of
+from whileai.measure.judges import GOLD_FLOOR, Pair, Rate, TaskTallies, _agreement, _reward_of
 from whileai.measure.stats import DEFAULT_RESAMPLES
 from whileai.schema.marker_bounds import Bounds, recorded_bounds
 from whileai.schema.provenance import self_judged as judged_by_its_own_model
@@ -39,14 +39,6 @@ from whileai.schema.source import row_source, rows_of
 from whileai.schema.wording import agreeing, counted
 
 Interval = tuple[float, float]
-
-
-def _repeats_caveat(n: int) -> str:
-    return (
-        f"Wilson intervals count rows as independent; {counted(n, 'task')} "
-        f"{agreeing(n, 'has', 'have')} repeats, which are correlated, so the intervals are "
-        "narrower than the task-level truth"
-    )
 
 
 def _repeats_note(n: int, clustered: bool) -> str:
@@ -450,10 +442,13 @@ def judge_trust(
     never = 0  # no reward and no judge status: never sent to a judge
     self_judged = 0
     pairs: list[Pair] = []
-    flagged: dict[str, list[int]] = {}  # name -> [fired and judged, of those passed]
+    # per task: the judge's failures among the rows sent to it; per flag marker, the rows it
+    # fired on that the judge passed (``flag:<name>``)
+    tallies = TaskTallies()
     non_flag: set[str] = set()
     for i, row in enumerate(rows):
         check_row(row, i)
+        task = task_key(row, i)
         found = row.get("judge_meta")
         meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         # The version names model and prompt (<model>@<prompt sha>): a rubric edit shows.
@@ -465,20 +460,21 @@ def judge_trust(
         judged = _reward_of(row)
         if row.get("judge_status") in ("error", "skipped"):
             failed += 1
+            tallies.add("errors", task, True)
         elif judged is None:
             never += 1
+        else:
+            tallies.add("errors", task, False)
         gold = row.get(field)
         check_reward(gold, field, i)
         if gold is not None and judged is not None:
-            pairs.append((task_key(row, i), judged, float(gold)))
+            pairs.append((task, judged, float(gold)))
         for marker, value in (row.get("markers") or {}).items():
             if value is not None and not _is_flag(value):
                 non_flag.add(marker)
             if judged is None or value is None or not value:
                 continue
-            tally = flagged.setdefault(marker, [0, 0])
-            tally[0] += 1
-            tally[1] += judged >= threshold
+            tallies.add(f"flag:{marker}", task, judged >= threshold)
     notes = []
     disagreement = pass_fail = None
     floor_met = False
@@ -520,24 +516,24 @@ def judge_trust(
             f"model that wrote {agreeing(self_judged, 'it', 'them')} (self_judged): a judge "
             "prefers its own model's writing"
         )
-    flagged = {name: tally for name, tally in flagged.items() if name not in non_flag}
-    fired = sum(t[0] for t in flagged.values())
-    if fired:
-        repeats = int((task_table(rows, with_markers=False).n_rows > 1).sum())
-        if repeats:
-            notes.append(_repeats_caveat(repeats))
+    flags = [
+        name.removeprefix("flag:")
+        for name in tallies.names()
+        if name.startswith("flag:") and name.removeprefix("flag:") not in non_flag
+    ]
+    repeats = int((task_table(rows, with_markers=False).n_rows > 1).sum())
+    if repeats:
+        notes.append(_repeats_note(repeats, False))
     return JudgeTrustReport(
         n_rows=len(rows),
         judges=sorted(judges),
-        errors=Rate.of(failed, len(rows) - never, confidence),
+        errors=tallies.rate("errors", confidence),
         n_unjudged=never,
         disagreement=disagreement,
         pass_when_gold_fail=pass_fail,
         n_gold=len(pairs),
         floor_met=floor_met,
-        passed_while_flagged={
-            name: Rate.of(t[1], t[0], confidence) for name, t in sorted(flagged.items())
-        },
+        passed_while_flagged={name: tallies.rate(f"flag:{name}", confidence) for name in flags},
         self_judged=self_judged,
         notes=notes,
     )
