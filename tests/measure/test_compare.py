@@ -198,10 +198,11 @@ def test_compare_runs_warns_when_a_verifier_or_world_grades_by_another_version()
     assert wai.compare_runs(graded(BASE, "2"), graded(TUNED, "2")).warnings == []
 
 
-def keyed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows``, each naming its rollout as a run's rows do."""
+def keyed(rows: list[dict[str, Any]], run: str = "run-1") -> list[dict[str, Any]]:
+    """``rows``, each naming its run and its rollout as a run's rows do."""
     return [
-        {**row, "lineage": {"rollout_key": f"{row['task_id']}/r{i}"}} for i, row in enumerate(rows)
+        {**row, "lineage": {"run_id": run, "rollout_key": f"{row['task_id']}/r{i}"}}
+        for i, row in enumerate(rows)
     ]
 
 
@@ -215,12 +216,18 @@ def test_compare_runs_says_when_both_arms_are_the_same_rollouts() -> None:
     assert report.delta == pytest.approx(1 - 11 / 16)
     (warning,) = report.warnings
     assert warning == (
-        "a and b hold the same 16 rollouts (every lineage.rollout_key of one is in the other): "
-        "the delta measures how they were graded, not what the agent did"
+        "a and b hold the same 16 rollouts (every run and lineage.rollout_key of one is in the "
+        "other): the delta measures how they were graded, not what the agent did"
     )
     assert warning in str(report)
+    # another run of the same plan (the same seed, faults on) fills the same keys with
+    # rollouts of its own: the paired comparison the demo makes, and no warning
+    assert wai.compare_runs(rollouts, keyed(arm(BASE), run="run-2")).warnings == []
     # one rollout played again, one missing, or rows that do not name their rollout: other runs
-    replayed = [*rollouts[:-1], {**rollouts[-1], "lineage": {"rollout_key": "t4/r99"}}]
+    replayed = [
+        *rollouts[:-1],
+        {**rollouts[-1], "lineage": {"run_id": "run-1", "rollout_key": "t4/r99"}},
+    ]
     assert wai.compare_runs(rollouts, replayed).warnings == []
     assert wai.compare_runs(rollouts, rollouts[:-1]).warnings == []
     assert wai.compare_runs(arm(BASE), arm(BASE)).warnings == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import sim_doubles as d
 
 import whileai as wai
 from whileai import hookimpl
+from whileai.schema.row_file import DuplicateRowsWarning
 from whileai.scoring import Verdict
 
 
@@ -267,6 +269,27 @@ def test_a_marker_keeps_to_the_bounds_it_declares_and_the_run_records_them(tmp_p
         and "measured without bounds" in w
         for w in data.warnings
     )
+
+
+def test_two_runs_of_one_plan_pool_whole_and_a_rollout_given_twice_counts_once(
+    tmp_path: Any,
+) -> None:
+    # runs=2 plays the same situations twice: the same rollout keys, each run's own rollouts
+    first, second = run(unique=3, repeats=2, seed=4, runs=2)
+    pooled = list(first.rows) + list(second.rows)
+    assert {r["lineage"]["rollout_key"] for r in first.rows} == {
+        r["lineage"]["rollout_key"] for r in second.rows
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DuplicateRowsWarning)
+        assert wai.pass_at(pooled).counts.rows == 12
+    # one file holding both runs' rows reads whole too
+    both = tmp_path / "both.jsonl"
+    both.write_text("".join(json.dumps(r) + "\n" for r in pooled))
+    assert wai.pass_at(str(both)).counts.rows == 12
+    # the same run's rows given twice are one run's rollouts
+    with pytest.warns(DuplicateRowsWarning, match="the same run and lineage.rollout_key"):
+        assert wai.pass_at(list(first.rows) * 2).counts.rows == 6
 
 
 def test_logprobs_and_truncation_are_recorded_per_turn_and_summed() -> None:

@@ -18,7 +18,14 @@ import numpy as np
 import numpy.typing as npt
 
 from whileai.schema.marker_bounds import Bounds, unit_bounded, within
-from whileai.schema.records import UNJUDGED_STATUS, RowError, check_row, situation_key, task_key
+from whileai.schema.records import (
+    UNJUDGED_STATUS,
+    RowError,
+    check_row,
+    rollout_identity,
+    situation_key,
+    task_key,
+)
 from whileai.schema.report import Report
 
 FloatArray = npt.NDArray[np.float64]
@@ -376,8 +383,9 @@ class Provenance:
     model. Rows that do not say are left out of the sets. Gathered a row at a time, beside a
     walk made for something else (a file's rows are parsed on every walk).
 
-    Which rollouts the rows are is kept as a count and an order-free digest of their
-    ``lineage.rollout_key`` (the sum and the exclusive or of the keys' hashes): two arms of a
+    Which rollouts the rows are is kept as a count and an order-free digest of their run and
+    ``lineage.rollout_key`` (the sum and the exclusive or of their hashes; a key alone is a
+    place in a plan, which two runs of one seed both fill): two arms of a
     million rows are told to be the same rollouts without either's keys held in memory."""
 
     def __init__(self) -> None:
@@ -414,10 +422,10 @@ class Provenance:
     def add(self, row: Mapping[str, Any]) -> None:
         prompt, judge, writer, user = self.seen.values()
         lineage = row.get("lineage")
-        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
+        key = rollout_identity(row)
         if isinstance(lineage, Mapping) and lineage.get("branched_from"):
             self.branched += 1
-        if isinstance(key, str) and key:
+        if key:
             hashed = hash(key)
             self.keyed += 1
             self._key_sum = (self._key_sum + hashed) & _DIGEST_MASK

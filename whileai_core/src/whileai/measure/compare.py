@@ -459,8 +459,9 @@ def compare_sources(
     same = seen_a.same_rollouts(seen_b)
     if same:
         fields["warnings"].append(
-            f"a and b hold the same {counted(same, 'rollout')} (every lineage.rollout_key of one "
-            "is in the other): the delta measures how they were graded, not what the agent did"
+            f"a and b hold the same {counted(same, 'rollout')} (every run and "
+            "lineage.rollout_key of one is in the other): the delta measures how they were "
+            "graded, not what the agent did"
         )
     return CompareRunsReport(**fields)
 

@@ -261,6 +261,21 @@ def rollout_key(row: Mapping[str, Any]) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def rollout_identity(row: Mapping[str, Any]) -> str | None:
+    """Which rollout a row is, across runs: its run (``lineage.run_id``, else the row's
+    ``run_id``) and its ``lineage.rollout_key``. A key alone names a place in a plan (situation
+    and repeat), which every run of that plan fills again: two runs of one seed (faults off and
+    on, ``runs=3``) hold the same keys and different rollouts. None when the row names no key."""
+    lineage = row.get("lineage")
+    if not isinstance(lineage, Mapping):
+        return None
+    key = lineage.get("rollout_key")
+    if not isinstance(key, str):
+        return None
+    run = lineage.get("run_id") or row.get("run_id")
+    return f"{run}|{key}" if isinstance(run, str) and run else key
+
+
 def situation_key(row: Mapping[str, Any]) -> str | None:
     """Which situation a row's task is a phrasing of: the engine's ``lineage.situation`` index
     with the situation's ``seed`` (distinct plans draw distinct seeds); None for a row that does

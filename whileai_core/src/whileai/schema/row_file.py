@@ -17,7 +17,7 @@ from array import array
 from pathlib import Path
 
 from whileai.schema.files import iter_jsonl
-from whileai.schema.records import check_row, rollout_key
+from whileai.schema.records import check_row, rollout_identity
 from whileai.schema.rollout_keys import RolloutKeys
 from whileai.schema.stored import StoredRows
 from whileai.schema.wording import agreeing, counted
@@ -65,15 +65,16 @@ def open_row_file(
 
     A line that is not a JSON object is a RowError naming the file and line (an unfinished last
     line says to resume the run), as :func:`~whileai.schema.files.read_jsonl` says it; with
-    ``check=True`` so is a row ``check_row`` refuses. A rollout given again (the same
-    ``lineage.rollout_key``) is left out, with a :class:`DuplicateRowsWarning` saying how many."""
+    ``check=True`` so is a row ``check_row`` refuses. A rollout given again (the same run and
+    ``lineage.rollout_key``, :func:`~whileai.schema.records.rollout_identity`) is left out,
+    with a :class:`DuplicateRowsWarning` saying how many."""
     offsets, lines = array("q"), array("q")
     seen = RolloutKeys()
     dropped = unprivileged = 0
     for row, line, offset in iter_jsonl(path, what=what):
         if check:
             check_row(row, where=f"{path}, line {line}")
-        key = rollout_key(row)
+        key = rollout_identity(row)
         if key is not None and not seen.add(key):
             dropped += 1
             continue
@@ -83,8 +84,8 @@ def open_row_file(
     if dropped:
         warnings.warn(
             f"{path}: {counted(dropped, 'row')} {agreeing(dropped, 'repeats', 'repeat')} a "
-            "rollout already read (same "
-            "lineage.rollout_key); each rollout is counted once",
+            "rollout already read (the same run and lineage.rollout_key); each rollout is "
+            "counted once",
             DuplicateRowsWarning,
             # (from row_source: the warning points at the call that named the file)
             stacklevel=4,

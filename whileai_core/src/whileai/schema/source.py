@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from whileai.schema.files import read_sidecar, sidecar_path, user_path
-from whileai.schema.records import RowError, check_row
+from whileai.schema.records import RowError, check_row, rollout_identity
 from whileai.schema.row_file import DuplicateRowsWarning, RowFile, open_row_file
 from whileai.schema.stored import StoredRows
 from whileai.schema.wording import agreeing, counted
@@ -154,11 +154,13 @@ def _carried(source: Any, what: str) -> Sequence[Mapping[str, Any]]:
 
 
 def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
-    """``rows`` with each rollout once: a row whose ``lineage.rollout_key`` an earlier row has
-    is that rollout given again (``rows + rows``, a list built from two reads of one run), not
-    another sample. Rows without a key are separate samples, however alike they read (one
-    prompt answered "5" four times). ``rows`` itself when nothing repeats, or when ``rows``
-    says each of its rollouts is there once (a streamed run's ``StoredRows``)."""
+    """``rows`` with each rollout once: a row whose run and ``lineage.rollout_key`` an earlier
+    row has (:func:`~whileai.schema.records.rollout_identity`) is that rollout given again
+    (``rows + rows``, a list built from two reads of one run), not another sample; two runs of
+    one plan fill the same keys with rollouts of their own, and are kept whole. Rows without a
+    key are separate samples, however alike they read (one prompt answered "5" four times).
+    ``rows`` itself when nothing repeats, or when ``rows`` says each of its rollouts is there
+    once (a streamed run's ``StoredRows``)."""
     if getattr(rows, "unique_rollouts", False) is True:
         return rows
     seen: set[str] = set()
@@ -172,8 +174,8 @@ def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
             lineage = row.get("lineage") if isinstance(row, Mapping) else None
         if lineage is None:
             continue
-        key = lineage.get("rollout_key") if isinstance(lineage, Mapping) else None
-        if isinstance(key, str):
+        key = rollout_identity(row)
+        if key is not None:
             if key in seen:
                 dropped.append(i)
             seen.add(key)
@@ -183,8 +185,8 @@ def _unique_given(rows: Sequence[Any], what: str) -> Sequence[Any]:
     shown = ", ".join(map(str, dropped[:5])) + (" and more" if len(dropped) > 5 else "")
     warnings.warn(
         f"{what}: {len(dropped)} of {counted(len(rows), 'row')} "
-        f"{agreeing(len(dropped), 'repeats', 'repeat')} a rollout already given (the same "
-        f"lineage.rollout_key; rows {shown}); each rollout is counted once, and a row number "
+        f"{agreeing(len(dropped), 'repeats', 'repeat')} a rollout already given (the same run "
+        f"and lineage.rollout_key; rows {shown}); each rollout is counted once, and a row number "
         "in a later error counts the rows kept",
         DuplicateRowsWarning,
         stacklevel=4,
