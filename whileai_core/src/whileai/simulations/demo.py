@@ -135,7 +135,8 @@ def _compare(world: str, off: Any, on: Any, page: Path) -> None:
     from whileai.viewing import html_report
 
     print(f"== {world}: faults on against faults off, paired by situation ==")
-    print(compare_runs(off.rows, on.rows, proxy=DEMO_PROXY))
+    # the runs, not their rows alone: their metadata holds the markers' bounds
+    print(compare_runs(off, on, proxy=DEMO_PROXY))
     written = html_report(
         on, page, baseline=off, proxy=DEMO_PROXY, title=f"whileai demo: {world}, faults on vs off"
     )
