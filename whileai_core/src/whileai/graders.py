@@ -23,7 +23,7 @@ import attrs
 from whileai.backend_use import DEFAULT_MAX_CONCURRENCY
 from whileai.progress import RunProgress, asking_again
 from whileai.registry import Registry, UnknownPluginError
-from whileai.schema.marker_bounds import Bounds, checked_bounds, within
+from whileai.schema.marker_bounds import Bounds, bounds_text, checked_bounds, within
 from whileai.schema.records import RowError
 from whileai.scoring import (
     JUDGE_FAILURES,
@@ -199,11 +199,9 @@ class MarkerSet:
                 continue
             bounds = self.bounds.get(name)
             if bounds is not None and not within(value, bounds):
-                low, high = bounds
                 problems.append(
                     f"marker {name!r} returned {value!r}, outside the bounds it declares "
-                    f"[{'-inf' if low is None else f'{low:g}'}, "
-                    f"{'inf' if high is None else f'{high:g}'}]"
+                    f"{bounds_text(bounds)}"
                 )
                 continue
             values[name] = value

@@ -28,8 +28,8 @@ RETRIED = ("timeout", "internal_error", "rate_limited")
 class ScriptedSupportAgent:
     """Looks the order in the customer's message up, then refunds it, tells its tracking
     number or changes its address; retries a call that failed loudly or came back garbled and
-    tells the customer why the shop refused one. With ``delay`` it waits that many seconds before each answer
-    (``support:slow``)."""
+    tells the customer why the shop refused one. With ``delay`` it waits that many seconds
+    before each answer (``support:slow``)."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.name = "support:slow" if delay else "support:scripted"

@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.schema.marker_bounds import Bounds, unit_bounded, within
+from whileai.schema.marker_bounds import Bounds, bounds_text, unit_bounded, within
 from whileai.schema.records import (
     UNJUDGED_STATUS,
     RowError,
@@ -154,13 +154,24 @@ class TaskTable:
         keys = [k for k, h in zip(self.keys, has.tolist(), strict=True) if h]
         return keys, self.reward_sum[has] / self.n_judged[has]
 
-    def marker_bounded(self, name: str) -> bool:
-        """Whether every row's value of marker ``name`` lies in [0, 1] (a flag, a share, a
-        score): its mean then takes the bounded interval, a count's takes Student's t. Read
-        from the rows, not the task means: tool errors averaging 0.5 a task are still a count
-        when a row had 2, and the bounded form would take them for shares."""
+    def marker_bounded(self, name: str, declared: Bounds | None = None) -> bool:
+        """Whether marker ``name``'s mean takes the bounded interval (a flag, a share, a
+        score) rather than a count's Student's t: by the bounds its run recorded when it
+        declared them, else by its rows, every value in [0, 1]. Read from the rows, not the
+        task means: tool errors averaging 0.5 a task are still a count when a row had 2.
+        Rows holding a value outside the declared bounds are not that run's rows as it wrote
+        them: a ValueError naming the marker, since an interval cut at those bounds would be
+        wrong."""
         low, high = self.marker_ranges[name]
-        return low >= 0 and high <= 1
+        if declared is None:
+            return low >= 0 and high <= 1
+        if not (within(low, declared) and within(high, declared)):
+            raise ValueError(
+                f"marker {name!r}: the rows hold values from {low:g} to {high:g}, outside the "
+                f"bounds its run recorded for it ({bounds_text(declared)}); were these rows "
+                "edited, or written by another run than the sidecar's?"
+            )
+        return unit_bounded(declared)
 
     def marker_means(self, name: str) -> tuple[list[str], FloatArray]:
         """Tasks where marker ``name`` was measured, and its mean there."""
@@ -168,23 +179,6 @@ class TaskTable:
         has = count > 0
         keys = [k for k, h in zip(self.keys, has.tolist(), strict=True) if h]
         return keys, total[has] / count[has]
-
-
-def marker_is_bounded(table: TaskTable, name: str, declared: Bounds | None) -> bool:
-    """Whether marker ``name``'s mean takes the bounded interval: by the bounds its run
-    recorded when it declared them, else by its rows (every value in [0, 1]). Rows holding a
-    value outside the declared bounds are not that run's rows as it wrote them: a ValueError
-    naming the marker, since an interval cut at those bounds would be wrong."""
-    if declared is None:
-        return table.marker_bounded(name)
-    low, high = table.marker_ranges[name]
-    if not (within(low, declared) and within(high, declared)):
-        raise ValueError(
-            f"marker {name!r}: the rows hold values from {low:g} to {high:g}, outside the bounds "
-            f"its run recorded for it ({list(declared)}); were these rows edited, or written by "
-            "another run than the sidecar's?"
-        )
-    return unit_bounded(declared)
 
 
 def task_table(

@@ -18,13 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from whileai.measure._tasks import (
-    Provenance,
-    RowCounts,
-    TaskTable,
-    marker_is_bounded,
-    task_table,
-)
+from whileai.measure._tasks import Provenance, RowCounts, TaskTable, task_table
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
     clipped,
@@ -251,8 +245,9 @@ def compare(
     seed: Seed = 0,
 ) -> CompareReport:
     """b against a, paired by task: a delta and its interval for reward and every marker both
-    arms carry (a marker's inside the range its declared bounds allow a difference). ``proxy="marker:name"`` makes that marker the headline; with
-    ``run_std`` (and ``run_std_runs``) a headline delta inside the noise band reads as noise."""
+    arms carry (a marker's inside the range its declared bounds allow a difference).
+    ``proxy="marker:name"`` makes that marker the headline; with ``run_std`` (and
+    ``run_std_runs``) a headline delta inside the noise band reads as noise."""
     std, runs = _check_run_std(run_std, run_std_runs)
     source_a, source_b = row_source(a, "a"), row_source(b, "b")
     bounds = _shared_bounds(source_a, source_b)
@@ -283,7 +278,7 @@ def _compare_rows(
     metrics = {"reward": _delta("reward", ta.reward_means(), tb.reward_means(), ta, True)}
     for name in shared:
         declared = bounds.get(name)
-        bounded = marker_is_bounded(ta, name, declared) and marker_is_bounded(tb, name, declared)
+        bounded = ta.marker_bounded(name, declared) and tb.marker_bounded(name, declared)
         delta = _delta(name, ta.marker_means(name), tb.marker_means(name), ta, bounded)
         if declared is not None and delta.ci95 is not None:
             # a difference of two values within [low, high] lies within [low - high, high - low]
@@ -413,26 +408,13 @@ def compare_runs(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: Seed = 0,
 ) -> CompareReport:
-    """:func:`compare` on two runs' rows (a list of rows, or a run with ``.rows``), warning when
-    the arms were not produced alike: a different deploy prompt (``lineage.system_prompt_sha``),
-    judge, writer or user model; and when they hold the same rollouts (a run regraded), whose
-    delta is the grading's."""
-    a, b = row_source(run_a, "run_a"), row_source(run_b, "run_b")
-    return compare_sources(a, b, proxy, run_std, run_std_runs, n_resamples, seed)
-
-
-def compare_sources(
-    source_a: RowSource,
-    source_b: RowSource,
-    proxy: str | None = None,
-    run_std: float | None = None,
-    run_std_runs: int | None = None,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: Seed = 0,
-) -> CompareRunsReport:
-    """:func:`compare_runs` on two arms already read (the HTML page's, whose rows it exports
-    on the way, with their runs' metadata beside them)."""
+    """:func:`compare` on two runs' rows (a list of rows, a run with ``.rows``, a rows file, or
+    a :class:`~whileai.schema.source.RowSource` already read), warning when the arms were not
+    produced alike: a different deploy prompt (``lineage.system_prompt_sha``), judge, writer or
+    user model; and when they hold the same rollouts (a run regraded), whose delta is the
+    grading's."""
     std, runs = _check_run_std(run_std, run_std_runs)
+    source_a, source_b = row_source(run_a, "run_a"), row_source(run_b, "run_b")
     # what produced each arm is read in the walk its task table makes: one walk an arm
     seen_a, seen_b = Provenance(), Provenance()
     report = _compare_rows(

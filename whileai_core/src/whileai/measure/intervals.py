@@ -23,9 +23,9 @@ Each is a Beta-tail interval on a count (:func:`count_interval`), the count *eff
   (compare): Student's t over tasks, df ``T - 1``, for counts and their differences with
   Hall's (1992) correction for skewness (counts have long tails, and the plain t interval
   misses on the tail's side; :func:`skew_corrected_t_interval`). A difference whose per-task
-  values are all equal (every task moved alike, often by 0) takes the MOVER interval (Newcombe 1998;
-  Donner and Zou 2012) of the two arms' own intervals, so it is never a point while the arms'
-  rates are uncertain.
+  values are all equal (every task moved alike, often by 0) takes the MOVER interval
+  (Newcombe 1998; Donner and Zou 2012) of the two arms' own intervals, so it is never a
+  point while the arms' rates are uncertain.
 
 All-fail or all-pass data give ``[0, u]`` or ``[l, 1]`` with ``u > 0`` and ``l < 1``: an
 interval is never a point where the data cannot rule values out.
@@ -263,8 +263,8 @@ def skew_corrected_t_interval(
     Counts are skewed (a few tasks with many tool errors, a few very long answers), and the
     studentized mean of skewed values is skewed the other way, so the symmetric t interval
     misses mostly on the side of the long tail: over per-task lengths drawn lognormal it
-    covered 82% at 5 tasks and 88% at 30, where this one covers 87% and 92%
-    (``tests/measure/test_interval_coverage.py``). With ``T = (mean - mu) / se`` and ``g``
+    covered 83% at 5 tasks and 88% at 30, where this one covers 87% and 93%
+    (``tests/measure/test_count_intervals.py``). With ``T = (mean - mu) / se`` and ``g``
     the sample skewness of the units' contributions to the mean, ``T + a T^2 + a^2 T^3 / 3 +
     g / (6 sqrt(k))`` with ``a = g / (3 sqrt(k))`` is nearer Student's t on ``k - 1``
     degrees of freedom than ``T`` is, and increasing in ``T``, so the interval is where it

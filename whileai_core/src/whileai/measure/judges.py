@@ -283,11 +283,6 @@ def judge_agreement(
     return _agreement(pairs, source, threshold, skipped, confidence)
 
 
-def _all(per_task: Mapping[tuple[bool, bool], npt.NDArray[np.float64]]) -> Any:
-    """Each task's pairs, whatever their cell."""
-    return sum(per_task.values())
-
-
 def _agreement(
     pairs: list[Pair],
     source: str,
@@ -296,23 +291,20 @@ def _agreement(
     confidence: float,
 ) -> JudgeAgreementReport:
     counts = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
-    # per task, the same four counts: a task's rows are correlated (a judge wrong on a hard
-    # task is wrong on its every repeat), so the rates' intervals are over tasks
-    index: dict[str, int] = {}
-    codes = {cell: code for code, cell in enumerate(counts)}
-    task_of = np.zeros(len(pairs), dtype=np.int64)
-    code_of = np.zeros(len(pairs), dtype=np.int64)
+    # the rates per task: a task's rows are correlated (a judge wrong on a hard task is wrong
+    # on its every repeat), so their intervals are over tasks
+    tallies = TaskTallies()
     n_partial = 0
-    for i, (key, judged, reference) in enumerate(pairs):
-        cell = (judged >= threshold, reference >= threshold)
-        counts[cell] += 1
-        task_of[i] = index.setdefault(key, len(index))
-        code_of[i] = codes[cell]
+    for key, judged, reference in pairs:
+        passed, gold_passed = judged >= threshold, reference >= threshold
+        counts[(passed, gold_passed)] += 1
+        tallies.add("agreement", key, passed == gold_passed)
+        tallies.add(
+            "fail_when_gold_pass" if gold_passed else "pass_when_gold_fail",
+            key,
+            passed != gold_passed,
+        )
         n_partial += (0 < judged < 1) or (0 < reference < 1)
-    per_task = {
-        cell: np.bincount(task_of[code_of == code], minlength=len(index)).astype(np.float64)
-        for cell, code in codes.items()
-    }
     confusion = Confusion(
         counts[(True, True)], counts[(True, False)], counts[(False, True)], counts[(False, False)]
     )
@@ -343,22 +335,10 @@ def _agreement(
         floor_met=floor_met,
         gold_source=source,
         threshold=float(threshold),
-        agreement=Rate.over_tasks(
-            per_task[(True, True)] + per_task[(False, False)], _all(per_task), None, confidence
-        ),
+        agreement=tallies.rate("agreement", confidence),
         kappa=None if math.isnan(kappa) else kappa,
-        pass_when_gold_fail=Rate.over_tasks(
-            per_task[(True, False)],
-            per_task[(True, False)] + per_task[(False, False)],
-            None,
-            confidence,
-        ),
-        fail_when_gold_pass=Rate.over_tasks(
-            per_task[(False, True)],
-            per_task[(True, True)] + per_task[(False, True)],
-            None,
-            confidence,
-        ),
+        pass_when_gold_fail=tallies.rate("pass_when_gold_fail", confidence),
+        fail_when_gold_pass=tallies.rate("fail_when_gold_pass", confidence),
         confusion=confusion,
         n_partial=n_partial,
         skipped=skipped,

@@ -15,13 +15,14 @@ count as the independent rows their design effect leaves (:meth:`Rate.over_tasks
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
-from whileai.measure._tasks import TaskTable, marker_is_bounded, task_table
+from whileai.measure._tasks import TaskTable, task_table
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
     clipped,
@@ -148,7 +149,7 @@ def summarise_table(
             has = tasks.markers[name][0] > 0
             n_rows = int(tasks.markers[name][0].sum())
             declared = (bounds or {}).get(name)
-            bounded = marker_is_bounded(tasks, name, declared)
+            bounded = tasks.marker_bounded(name, declared)
         if len(means) == 0:
             notes.append(f"{name}: no row carries a value")
             continue
@@ -339,7 +340,6 @@ def refusal_report(
     rows = rows_of(rows)
     if not rows:
         raise ValueError("rows is empty: there is nothing to measure")
-    refused = 0
     from_marker = 0
     refused_tasks: set[str] = set()
     tasks = task_table(rows, with_markers=False)
@@ -358,7 +358,6 @@ def refusal_report(
             hit = detect_refusal(row["final_text"])
         hits[i] = hit
         if hit:
-            refused += 1
             refused_tasks.add(tasks.keys[int(tasks.row_task[i])])
     n = len(rows)
     detected = n - from_marker
@@ -445,10 +444,12 @@ def judge_trust(
     # per task: the judge's failures among the rows sent to it; per flag marker, the rows it
     # fired on that the judge passed (``flag:<name>``)
     tallies = TaskTallies()
+    rows_of_task: Counter[str] = Counter()
     non_flag: set[str] = set()
     for i, row in enumerate(rows):
         check_row(row, i)
         task = task_key(row, i)
+        rows_of_task[task] += 1
         found = row.get("judge_meta")
         meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         # The version names model and prompt (<model>@<prompt sha>): a rubric edit shows.
@@ -521,7 +522,7 @@ def judge_trust(
         for name in tallies.names()
         if name.startswith("flag:") and name.removeprefix("flag:") not in non_flag
     ]
-    repeats = int((task_table(rows, with_markers=False).n_rows > 1).sum())
+    repeats = sum(n > 1 for n in rows_of_task.values())
     if repeats:
         notes.append(_repeats_note(repeats, False))
     return JudgeTrustReport(

@@ -39,6 +39,12 @@ def within(value: float, bounds: Bounds) -> bool:
     return (low is None or value >= low) and (high is None or value <= high)
 
 
+def bounds_text(bounds: Bounds) -> str:
+    """``[0, inf]``: bounds as a person reads them."""
+    low, high = bounds
+    return f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"
+
+
 def unit_bounded(bounds: Bounds | None) -> bool:
     """Whether ``bounds`` hold every value in [0, 1] (a flag, a share, a score)."""
     if bounds is None:

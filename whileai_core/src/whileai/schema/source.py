@@ -96,7 +96,10 @@ def row_source(source: Any, what: str = "rows", *, privileged: bool = False) -> 
     """``source`` as a :class:`RowSource`; ``what`` names the argument in errors.
 
     ``privileged=True`` reads a run's in-memory trajectories (the privileged block kept, for a
-    judge) rather than its exported rows."""
+    judge) rather than its exported rows. A RowSource already read is taken as it is (a
+    caller that reads rows once hands them on with their metadata)."""
+    if isinstance(source, RowSource):
+        return source
     if isinstance(source, str | os.PathLike):
         return _from_file(user_path(source), what)
     # a report that carries rows (select()'s kept rows) reads as them, though it indexes

@@ -137,7 +137,7 @@ def _compare(
     floor: Sequence[Any] | None,
     proxy: str | None,
 ) -> Section:
-    from whileai.measure.compare import compare_sources
+    from whileai.measure.compare import compare_runs
     from whileai.measure.variance import eval_variance
 
     base = row_source(baseline, "baseline")
@@ -151,7 +151,8 @@ def _compare(
             )
         spread = eval_variance(*[row_source(f, "floor").rows for f in floor])
         run_std, runs = spread.run_std, spread.n_runs
-    report = compare_sources(
+    # each arm's rows exported on the way, with its run's metadata beside them
+    report = compare_runs(
         attrs.evolve(base, rows=ExportedRows(base.rows)),
         attrs.evolve(source, rows=rows),
         proxy=proxy,
