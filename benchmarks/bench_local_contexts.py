@@ -8,6 +8,8 @@ the comparison. For information, and labelled so, the script also prints what a 
 llama-cpp-python writes by default (one ``Llama`` with every core as its threads, answering
 the prompts one after another), which is not the same configuration. Every side generates
 greedily (temperature 0); the script says how many answers differ before it compares speed.
+Both sides load their weights alike: where llama.cpp reports AMX, without its extra buffer
+types, whose AMX matrix multiply crashes on some such machines (``peer_llama``).
 
     python3 dev.py bench bench_local_contexts            # 24 prompts x 64 tokens
     .venv/bin/python benchmarks/bench_local_contexts.py --quick
@@ -50,10 +52,19 @@ def whileai_run(messages: list[list[dict[str, str]]], max_tokens: int, contexts:
     return asyncio.run(main())
 
 
-def llama_cpp_run(messages: list[list[dict[str, str]]], max_tokens: int) -> list[str]:
+def peer_llama(**options: Any) -> Any:
+    """llama-cpp-python's ``Llama``, loaded as the backend loads its contexts: on a CPU where
+    llama.cpp reports AMX, without extra buffer types (``whileai_local.contexts``); elsewhere
+    plain ``Llama``."""
     from llama_cpp import Llama
 
-    llama: Any = Llama(
+    from whileai_local.contexts import llama_class, loads_extra_buffers
+
+    return (Llama if loads_extra_buffers() else llama_class())(**options)
+
+
+def llama_cpp_run(messages: list[list[dict[str, str]]], max_tokens: int) -> list[str]:
+    llama: Any = peer_llama(
         model_path=str(smollm2_file()),
         n_ctx=4096,
         n_threads=os.cpu_count() or 1,
@@ -74,10 +85,8 @@ def llama_cpp_contexts_run(
     every one answering its share of the prompts in a thread of its own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from llama_cpp import Llama
-
     models: list[Any] = [
-        Llama(model_path=str(smollm2_file()), n_ctx=4096, n_threads=1, verbose=False)
+        peer_llama(model_path=str(smollm2_file()), n_ctx=4096, n_threads=1, verbose=False)
         for _ in range(contexts)
     ]
     texts = [""] * len(messages)

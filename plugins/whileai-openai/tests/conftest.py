@@ -67,12 +67,13 @@ def fast_retry() -> RetryPolicy:
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``python -m llama_cpp.server`` serving the embedded SmolLM2 GGUF on a free loopback port;
-    yields its API root (``http://127.0.0.1:<port>/v1``) and stops it by process group."""
+    """llama.cpp's server (``python -m llama_cpp.server``, through ``llama_server.py``)
+    serving the embedded SmolLM2 GGUF on a free loopback port; yields its API root
+    (``http://127.0.0.1:<port>/v1``) and stops it by process group."""
     port = _free_port()
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, str(Path(__file__).with_name("llama_server.py")),
         "--model", str(smollm2_gguf()),
         "--host", "127.0.0.1", "--port", str(port),
         "--logits_all", "true",

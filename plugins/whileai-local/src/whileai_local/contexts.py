@@ -137,9 +137,24 @@ def llama_class() -> type:
     """
     from llama_cpp import Llama
 
+    extra_buffers = loads_extra_buffers()
+
     class RecordingLlama(Llama):
         calls: list[Any] | None = None
         max_tokens_cap: int | None = None
+
+        # Llama.__init__ makes its model parameters and loads the weights with them in one
+        # call, with no option for extra buffer types: this setter is the one place between
+        # the two (tests/test_amx.py fails if an upgrade stops assigning them here).
+        @property
+        def model_params(self) -> Any:
+            return self.__dict__["model_params"]
+
+        @model_params.setter
+        def model_params(self, params: Any) -> None:
+            if not extra_buffers:
+                params.use_extra_bufts = False
+            self.__dict__["model_params"] = params
 
         def create_completion(self, *args: Any, **kwargs: Any) -> Any:
             log = self.calls
@@ -154,6 +169,23 @@ def llama_class() -> type:
             return out
 
     return RecordingLlama
+
+
+def loads_extra_buffers() -> bool:
+    """Whether contexts may put weights in llama.cpp's extra buffer types: not where llama.cpp
+    would use AMX for them.
+
+    llama.cpp built for a CPU with AMX (Intel Sapphire Rapids and later) moves the weights of
+    most quantized types (Q4_0, Q4_1, Q8_0, the K types) into AMX buffers, and its AMX matrix
+    multiply crashes the process with a segmentation fault on the first generation on some of
+    these machines (seen here on 2-core cloud machines with SmolLM2-135M Q4_1, in the demo and
+    in llama.cpp's own server; ggml-org/llama.cpp#20824, closed without a fix). Without extra
+    buffer types the weights stay in plain CPU buffers: on such a machine that also gives up
+    the repacking llama.cpp does for Q4_0, Q4_K, Q8_0 and IQ4_NL, never for Q4_1, the
+    embedded model's type. Elsewhere nothing changes."""
+    import llama_cpp
+
+    return b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info()
 
 
 #: Held around every llama-cpp-python call that may silence llama.cpp: with ``verbose=False``
