@@ -177,8 +177,10 @@ def effective_attempts(
     mean, total_var = _mean_variance(unit_rates, unit_weights)
     units = unit_rates.size
     all_attempts = float(attempts.sum())
-    if units < 2 or not mean > 0 or not mean < 1 or attempts.max() < 2:
-        # one unit, every attempt alike, or one attempt per task (each an independent draw
+    # a unit's attempts: phrasings of one situation, of one attempt each, are not independent
+    unit_attempts = attempts if groups is None else np.bincount(groups, weights=attempts)
+    if units < 2 or not mean > 0 or not mean < 1 or unit_attempts.max() < 2:
+        # one unit, every attempt alike, or one attempt per unit (each an independent draw
         # of the population's rate): the attempts are all there is to count
         return mean, all_attempts
     # the binomial part of each task rate's variance, unbiased where a task has two attempts
