@@ -346,13 +346,13 @@ def _assemble(
         row_task=task,
         row_reward=reward,
         row_cut=row_cut,
-        clusters=_clusters(situations),
+        clusters=situation_clusters(situations),
         marker_ranges={name: (seen[0], seen[1]) for name, (_, _, seen) in marker_sums.items()},
         fractional=frozenset(name for name, (_, _, seen) in marker_sums.items() if seen[2]),
     )
 
 
-def _clusters(situations: list[str | None]) -> IntArray | None:
+def situation_clusters(situations: list[str | None]) -> IntArray | None:
     """Cluster labels when some situation holds more than one task, else None; a task whose
     rows do not name a situation is a cluster of its own."""
     if not any(situations):

@@ -23,9 +23,10 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from whileai.measure._tasks import situation_clusters
 from whileai.measure.intervals import effective_attempts
 from whileai.measure.proportions import cohen_kappa, effective_wilson_interval, wilson_interval
-from whileai.schema.records import RowError, check_reward, check_row, task_key
+from whileai.schema.records import RowError, check_reward, check_row, situation_key, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import rows_of
 from whileai.schema.wording import agreeing, counted
@@ -166,31 +167,42 @@ def _reward_of(row: Mapping[str, Any]) -> float | None:
 
 class TaskTallies:
     """Counts of rows per task for named rates, each read as :meth:`Rate.over_tasks`: a
-    measurement that walks rows once adds each row's part (``add``), then asks for the rates."""
+    measurement that walks rows once adds each row's part (``add``), then asks for the rates.
+    Tasks that are phrasings of one situation are one unit of the interval, as they are for
+    pass@1 (a judge wrong on a situation is wrong on its every phrasing)."""
 
     def __init__(self) -> None:
         self._index: dict[str, int] = {}
+        #: each task's situation (:func:`~whileai.schema.records.situation_key`), by index
+        self._situations: list[str | None] = []
         self._rows: dict[str, dict[int, list[int]]] = {}
 
-    def add(self, rate: str, task: str, counted: bool) -> None:
-        """One row of ``task`` in ``rate``'s denominator, in its count when ``counted``."""
-        t = self._index.setdefault(task, len(self._index))
+    def add(self, rate: str, task: str, counted: bool, situation: str | None = None) -> None:
+        """One row of ``task`` (a phrasing of ``situation``, when it names one) in ``rate``'s
+        denominator, in its count when ``counted``. A task keeps the situation its first row
+        named."""
+        t = self._index.get(task)
+        if t is None:
+            t = self._index[task] = len(self._index)
+            self._situations.append(situation)
         cell = self._rows.setdefault(rate, {}).setdefault(t, [0, 0])
         cell[0] += 1
         cell[1] += counted
 
     def rate(self, rate: str, confidence: float = 0.95) -> Rate:
         cells = self._rows.get(rate, {})
-        ns = np.asarray([cells[t][0] for t in sorted(cells)], dtype=np.float64)
-        cs = np.asarray([cells[t][1] for t in sorted(cells)], dtype=np.float64)
-        return Rate.over_tasks(cs, ns, None, confidence)
+        tasks = sorted(cells)
+        ns = np.asarray([cells[t][0] for t in tasks], dtype=np.float64)
+        cs = np.asarray([cells[t][1] for t in tasks], dtype=np.float64)
+        clusters = situation_clusters([self._situations[t] for t in tasks])
+        return Rate.over_tasks(cs, ns, clusters, confidence)
 
     def names(self) -> list[str]:
         return sorted(self._rows)
 
 
-#: (task key, the judge's reward, the gold reward)
-Pair = tuple[str, float, float]
+#: (task key, its situation or None, the judge's reward, the gold reward)
+Pair = tuple[str, str | None, float, float]
 
 
 def _pairs_from_gold_field(
@@ -207,7 +219,7 @@ def _pairs_from_gold_field(
         elif judged is None:
             skipped["not judged"] = skipped.get("not judged", 0) + 1
         else:
-            pairs.append((task_key(row, i), judged, float(gold)))
+            pairs.append((task_key(row, i), situation_key(row), judged, float(gold)))
     return pairs
 
 
@@ -248,7 +260,7 @@ def _pairs_from_gold_run(
         elif reference is None:
             skipped["gold row not judged"] = skipped.get("gold row not judged", 0) + 1
         else:
-            pairs.append((place[0], judged, reference))
+            pairs.append((place[0], situation_key(rows[i]), judged, reference))
     extra = len(set(theirs) - set(mine))
     if extra:
         skipped["gold rows with no row to pair"] = extra
@@ -295,14 +307,15 @@ def _agreement(
     # on its every repeat), so their intervals are over tasks
     tallies = TaskTallies()
     n_partial = 0
-    for key, judged, reference in pairs:
+    for key, situation, judged, reference in pairs:
         passed, gold_passed = judged >= threshold, reference >= threshold
         counts[(passed, gold_passed)] += 1
-        tallies.add("agreement", key, passed == gold_passed)
+        tallies.add("agreement", key, passed == gold_passed, situation)
         tallies.add(
             "fail_when_gold_pass" if gold_passed else "pass_when_gold_fail",
             key,
             passed != gold_passed,
+            situation,
         )
         n_partial += (0 < judged < 1) or (0 < reference < 1)
     confusion = Confusion(

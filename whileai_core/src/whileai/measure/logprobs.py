@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from whileai.measure._tasks import _clusters
+from whileai.measure._tasks import situation_clusters
 from whileai.measure.intervals import (
     SMALL_SAMPLE,
     skew_corrected_t_interval,
@@ -363,7 +363,7 @@ def mean_kl(
     means = sums / np.bincount(task, minlength=len(names))
     ci = None
     notes: list[str] = []
-    clusters = _clusters([situations[name] for name in names])
+    clusters = situation_clusters([situations[name] for name in names])
     units = unit_count(len(names), clusters)
     if units >= 2:
         ci = skew_corrected_t_interval(means, clusters, confidence)

@@ -34,7 +34,7 @@ from whileai.measure.judges import GOLD_FLOOR, Pair, Rate, TaskTallies, _agreeme
 from whileai.measure.stats import DEFAULT_RESAMPLES
 from whileai.schema.marker_bounds import Bounds, recorded_bounds
 from whileai.schema.provenance import self_judged as judged_by_its_own_model
-from whileai.schema.records import check_reward, check_row, task_key
+from whileai.schema.records import check_reward, check_row, situation_key, task_key
 from whileai.schema.report import Report, fmt, fmt_ci, table
 from whileai.schema.source import row_source, rows_of
 from whileai.schema.wording import agreeing, counted
@@ -449,6 +449,7 @@ def judge_trust(
     for i, row in enumerate(rows):
         check_row(row, i)
         task = task_key(row, i)
+        situation = situation_key(row)
         rows_of_task[task] += 1
         found = row.get("judge_meta")
         meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
@@ -461,21 +462,21 @@ def judge_trust(
         judged = _reward_of(row)
         if row.get("judge_status") in ("error", "skipped"):
             failed += 1
-            tallies.add("errors", task, True)
+            tallies.add("errors", task, True, situation)
         elif judged is None:
             never += 1
         else:
-            tallies.add("errors", task, False)
+            tallies.add("errors", task, False, situation)
         gold = row.get(field)
         check_reward(gold, field, i)
         if gold is not None and judged is not None:
-            pairs.append((task, judged, float(gold)))
+            pairs.append((task, situation, judged, float(gold)))
         for marker, value in (row.get("markers") or {}).items():
             if value is not None and not _is_flag(value):
                 non_flag.add(marker)
             if judged is None or value is None or not value:
                 continue
-            tallies.add(f"flag:{marker}", task, judged >= threshold)
+            tallies.add(f"flag:{marker}", task, judged >= threshold, situation)
     notes = []
     disagreement = pass_fail = None
     floor_met = False
