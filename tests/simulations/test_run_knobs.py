@@ -294,6 +294,32 @@ def test_bad_input_is_refused_at_the_door_naming_the_argument(
         run(unique=1, **given)
 
 
+@pytest.mark.parametrize(
+    ("call", "given", "says"),
+    [
+        (
+            wai.asimulate,
+            {"uniq": 3},
+            r"^asimulate\(\) got an unexpected keyword argument 'uniq' \(did you mean 'unique'\?\)$",
+        ),
+        (
+            wai.abranch,
+            {"repeat": 3},
+            r"^abranch\(\) got an unexpected keyword argument 'repeat' \(did you mean 'repeats'\?\)$",
+        ),
+    ],
+)
+def test_the_async_calls_name_a_typo_as_their_twins_do(
+    call: Any, given: dict[str, Any], says: str
+) -> None:
+    import asyncio
+    import inspect
+
+    assert inspect.iscoroutinefunction(call)
+    with pytest.raises(TypeError, match=says):
+        asyncio.run(call([], 0, **given) if call is wai.abranch else call(**given))
+
+
 def test_a_registry_that_is_not_one_is_named() -> None:
     with pytest.raises(TypeError, match=r"registry= must be a whileai Registry .* got str 'x'"):
         wai.simulate(registry="x", unique=1)  # type: ignore[arg-type]

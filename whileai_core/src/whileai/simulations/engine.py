@@ -1099,6 +1099,34 @@ class _Executor:
     registry_spec: RegistrySpec | None = None
 
 
+def _refuse_unknown_keywords(
+    name: str, given: Mapping[str, Any], accepted: Collection[str]
+) -> None:
+    """A keyword the call does not take, refused under the call's own name, with the names it
+    may have meant (``uniq`` is a typo of ``unique``)."""
+    for key in given:
+        if key not in accepted:
+            raise TypeError(
+                f"{name}() got an unexpected keyword argument {key!r}" + did_you_mean(key, accepted)
+            )
+
+
+def _keywords_checked(
+    fn: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """``fn`` (a coroutine function) refusing a mistyped keyword as its synchronous twin
+    does, with the names it may have meant, when the call is awaited."""
+    accepted = tuple(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        _refuse_unknown_keywords(fn.__name__, kwargs, accepted)
+        return await fn(*args, **kwargs)
+
+    return run
+
+
+@_keywords_checked
 async def asimulate(
     system_prompt: str | None = None,
     *,
@@ -1146,6 +1174,7 @@ async def asimulate(
     )
 
 
+@_keywords_checked
 async def abranch(
     source: Any,
     at: int,
@@ -1306,12 +1335,7 @@ def _blocking(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
 
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        for key in kwargs:
-            if key not in accepted:
-                raise TypeError(
-                    f"{run.__name__}() got an unexpected keyword argument {key!r}"
-                    + did_you_mean(key, accepted)
-                )
+        _refuse_unknown_keywords(run.__name__, kwargs, accepted)
         return run_sync(fn(*args, **kwargs))
 
     return run
