@@ -197,3 +197,33 @@ def test_the_clustered_interval_covers_at_small_sizes(tasks: int) -> None:
             covered += low <= 0.4 <= high
         coverage.append(covered / 400)
     assert all(0.92 <= c <= 1.0 for c in coverage), coverage
+
+
+def test_owner_shares_count_one_situations_phrasings_together() -> None:
+    from whileai.simulations.attribution import owner_shares
+    from whileai.simulations.tally import RunTally
+
+    # four situations of three phrasings, one failed rollout each: the agent owns every
+    # failure of situations 0 and 1, the world every one of 2 and 3
+    rows = [
+        {
+            "scenario_id": f"s{s}-p{p}",
+            "prompt": "q",
+            "final_text": "a",
+            "reward": 0.0,
+            "seed": 50 + s,
+            "lineage": {"situation": s, "phrasing": p, "repeat": 0},
+            "failure_owner": {"owner": "agent" if s < 2 else "world", "source": "rules"},
+        }
+        for s in range(4)
+        for p in range(3)
+    ]
+    shares = owner_shares(rows)
+    assert shares is not None
+    by_situation = [(s, s < 2) for s in range(4) for _ in range(3)]
+    assert shares["agent"]["share"] == 0.5
+    assert shares["agent"]["ci95"] == pytest.approx(clustered_share(by_situation)[1:])
+    # wider than twelve phrasings counted as twelve tasks
+    assert shares["agent"]["ci95"][0] < wilson_interval(6, 12)[0]
+    # the run's own report counts them the same way
+    assert RunTally.of(rows).owner_shares() == shares

@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from whileai.schema.records import situation_key
 from whileai.worlds import Situation
 
 #: Fault kinds that withhold a tool's answer altogether (stale and partial data still answer).
@@ -205,7 +206,7 @@ def _loop_in(words: Sequence[str]) -> tuple[int, int, int] | None:
 def owner_shares(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """``report()["failures"]``: how many failed rollouts each owner had, and the share with
     its 95% interval over tasks (a failure's owner is a property of its task's rollouts, so
-    the rollouts of one task are resampled together)."""
+    the rollouts of one task count together, and those of one situation's phrasings)."""
     # here, not at the top: importing the engine must not import scipy (tests/test_layers.py)
     from whileai.measure.proportions import clustered_share
 
@@ -216,10 +217,7 @@ def owner_shares(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     sources = [str(r["failure_owner"].get("source", "rules")) for r in owned]
     out["by_source"] = {s: sources.count(s) for s in sorted(set(sources))}
     for owner in ("agent", "user", "world"):
-        flags = [
-            (str(r.get("scenario_id") or r.get("task_id")), r["failure_owner"]["owner"] == owner)
-            for r in owned
-        ]
+        flags = [(_unit(r), r["failure_owner"]["owner"] == owner) for r in owned]
         share, low, high = clustered_share(flags)
         out[owner] = {
             "n": sum(f for _, f in flags),
@@ -227,3 +225,12 @@ def owner_shares(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             "ci95": (low, high),
         }
     return out
+
+
+def _unit(row: Mapping[str, Any]) -> tuple[str, str]:
+    """What a failed row's owner is counted over: its situation when its phrasing names one
+    (:func:`~whileai.schema.records.situation_key`), else its task."""
+    situation = situation_key(row)
+    if situation is not None:
+        return ("situation", situation)
+    return ("task", str(row.get("scenario_id") or row.get("task_id")))

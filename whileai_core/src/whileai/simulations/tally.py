@@ -190,7 +190,8 @@ class RunTally:
 
     def owner_shares(self) -> dict[str, Any] | None:
         """``report()["failures"]``: per owner the failed rollouts and the share with its 95%
-        interval over tasks (as ``whileai.simulations.attribution.owner_shares``)."""
+        interval over tasks, situations where phrasings share one (as
+        ``whileai.simulations.attribution.owner_shares``)."""
         import numpy as np  # here: importing the engine must not import numpy
 
         if not len(self._owned_row):
@@ -204,17 +205,27 @@ class RunTally:
         owned = np.frombuffer(self._owned_row, dtype=np.int64)
         owners = np.frombuffer(self._owned_owner, dtype=np.int8)
         by_place = np.argsort(rank[owned], kind="stable")
-        task = np.frombuffer(self._row_task, dtype=np.int32)[owned[by_place]].astype(np.int64)
+        # each failed row's unit: its task's situation (phrasings share one), else its task
+        units: dict[Any, int] = {}
+        unit_of_task = np.asarray(
+            [
+                units.setdefault(("task", t) if situation is None else situation, len(units))
+                for t, situation in enumerate(self._task_situation)
+            ],
+            dtype=np.int64,
+        )
+        task = np.frombuffer(self._row_task, dtype=np.int32)[owned[by_place]]
+        unit = unit_of_task[task.astype(np.int64)]
         owners = owners[by_place]
         # clusters in the order their first failed row comes in the plan
-        _, first = np.unique(task, return_index=True)
-        clusters = task[np.sort(first)]
-        sizes = np.bincount(task, minlength=len(self.keys))[clusters]
+        _, first = np.unique(unit, return_index=True)
+        clusters = unit[np.sort(first)]
+        sizes = np.bincount(unit, minlength=len(units))[clusters]
         out: dict[str, Any] = {"failed": len(owned)}
         out["by_source"] = dict(sorted(self.owner_sources.items()))
         for code, name in enumerate(_OWNERS):
             hit = owners == code
-            hits = np.bincount(task[hit], minlength=len(self.keys))[clusters]
+            hits = np.bincount(unit[hit], minlength=len(units))[clusters]
             share, low, high = clustered_share_of_counts(sizes, hits)
             out[name] = {"n": int(hit.sum()), "share": share, "ci95": (low, high)}
         return out
