@@ -74,3 +74,12 @@ def test_a_context_loaded_elsewhere_keeps_llama_cpps_defaults(
         assert llama.model_params.vocab_only is True
     finally:
         llama.close()
+
+
+def test_parameters_not_yet_set_are_missing_as_any_attribute_is(fresh_class: None) -> None:
+    import contextlib
+
+    llama_type = contexts.llama_class()
+    bare = llama_type.__new__(llama_type)  # as a load that failed early leaves it
+    assert not hasattr(bare, "model_params")
+    bare._stack = contextlib.ExitStack()  # what Llama.__del__ closes

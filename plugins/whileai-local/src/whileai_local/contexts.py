@@ -148,7 +148,10 @@ def llama_class() -> type:
         # the two (tests/test_amx.py fails if an upgrade stops assigning them here).
         @property
         def model_params(self) -> Any:
-            return self.__dict__["model_params"]
+            try:
+                return self.__dict__["model_params"]
+            except KeyError:  # before __init__ set them, as for any attribute not yet set
+                raise AttributeError("model_params") from None
 
         @model_params.setter
         def model_params(self, params: Any) -> None:
