@@ -11,10 +11,12 @@ table does not hold has no price: its cost is None, never 0.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import math
 import os
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -82,10 +84,14 @@ def _candidates(model: str) -> list[str]:
     return out
 
 
+@functools.cache
 def shipped_table() -> PriceTable:
-    """The table the package ships."""
+    """The table the package ships, read once a process (a training loop that calls
+    ``simulate()`` every step read and checked it again on every call: a quarter of a
+    millisecond each). Its prices are read-only, so the one table is shared safely."""
     text = importlib.resources.files(__package__).joinpath("prices.json").read_text("utf-8")
-    return table_from(json.loads(text), "the shipped price table")
+    table = table_from(json.loads(text), "the shipped price table")
+    return attrs.evolve(table, prices=types.MappingProxyType(dict(table.prices)))
 
 
 def table_from(data: Mapping[str, Any], what: str) -> PriceTable:
