@@ -382,3 +382,27 @@ def test_the_run_metadata_names_the_judges_model(monkeypatch: pytest.MonkeyPatch
     assert data.metadata["judge"] == "modeljudge"
     assert data.metadata["judge_model"] == "fake:judge"
     assert run(unique=1, repeats=1).metadata["judge_model"] is None  # the world's checks
+
+
+@pytest.mark.parametrize("fsync_rows", [0, 1])
+def test_fsync_rows_makes_the_rows_and_the_sidecar_durable_or_only_flushes_them(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, fsync_rows: int
+) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    out = tmp_path / "rows.jsonl"
+    data = run(unique=3, repeats=1, output=str(out), advanced={"fsync_rows": fsync_rows})
+    assert len(data.rows) == 3 and len(out.read_text().splitlines()) == 3
+    if fsync_rows:
+        # every row, then the sidecar each time it is written (at the start and the end)
+        assert synced.count("rows.jsonl") == 3
+        assert synced.count(f".rows.meta.json.{os.getpid()}.tmp") == 2
+    else:
+        # flushed only: what survives a killed process (tests/simulations/test_kill_and_resume.py)
+        assert synced == []

@@ -877,7 +877,11 @@ def _start(
     n_existing = len(existing)
     learns = planned.search is not None and planned.search.learns
     if output is not None:
-        write_sidecar(sidecar_path(output), simulation(finished).sidecar(complete=False))
+        write_sidecar(
+            sidecar_path(output),
+            simulation(finished).sidecar(complete=False),
+            durable=bool(call.knobs.fsync_rows),
+        )
     for warning in notify(
         call.registry.pm,
         "whileai_run_started",
@@ -1013,7 +1017,7 @@ def _close(call: _Call, opened: _Opened, data: Simulation, warnings: list[str]) 
     report = data.report()
     if opened.output is not None:
         sidecar = data.sidecar(complete=not report.stopped, report=report, plain=False)
-        write_sidecar(sidecar_path(opened.output), sidecar)
+        write_sidecar(sidecar_path(opened.output), sidecar, durable=bool(call.knobs.fsync_rows))
     if not observed:
         # the report as plain data walks a table of every task: not for no one
         return
