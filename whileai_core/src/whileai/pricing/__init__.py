@@ -91,7 +91,7 @@ def shipped_table() -> PriceTable:
     millisecond each). Its prices are read-only, so the one table is shared safely."""
     text = importlib.resources.files(__package__).joinpath("prices.json").read_text("utf-8")
     table = table_from(json.loads(text), "the shipped price table")
-    return attrs.evolve(table, prices=types.MappingProxyType(dict(table.prices)))
+    return attrs.evolve(table, prices=types.MappingProxyType(table.prices))
 
 
 def table_from(data: Mapping[str, Any], what: str) -> PriceTable:

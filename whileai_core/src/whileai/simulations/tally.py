@@ -198,6 +198,7 @@ class RunTally:
             return None
         # after the check: a run with no failed rollout reports without importing the
         # measures' statistics
+        from whileai.measure._tasks import situation_clusters
         from whileai.measure.proportions import clustered_share_of_counts
 
         rank = np.empty(self.n, dtype=np.int64)
@@ -206,26 +207,20 @@ class RunTally:
         owners = np.frombuffer(self._owned_owner, dtype=np.int8)
         by_place = np.argsort(rank[owned], kind="stable")
         # each failed row's unit: its task's situation (phrasings share one), else its task
-        units: dict[Any, int] = {}
-        unit_of_task = np.asarray(
-            [
-                units.setdefault(("task", t) if situation is None else situation, len(units))
-                for t, situation in enumerate(self._task_situation)
-            ],
-            dtype=np.int64,
-        )
+        clustered = situation_clusters(self._task_situation)
+        unit_of_task = np.arange(len(self.keys)) if clustered is None else clustered
         task = np.frombuffer(self._row_task, dtype=np.int32)[owned[by_place]]
         unit = unit_of_task[task.astype(np.int64)]
         owners = owners[by_place]
         # clusters in the order their first failed row comes in the plan
         _, first = np.unique(unit, return_index=True)
         clusters = unit[np.sort(first)]
-        sizes = np.bincount(unit, minlength=len(units))[clusters]
+        sizes = np.bincount(unit, minlength=len(self.keys))[clusters]
         out: dict[str, Any] = {"failed": len(owned)}
         out["by_source"] = dict(sorted(self.owner_sources.items()))
         for code, name in enumerate(_OWNERS):
             hit = owners == code
-            hits = np.bincount(unit[hit], minlength=len(units))[clusters]
+            hits = np.bincount(unit[hit], minlength=len(self.keys))[clusters]
             share, low, high = clustered_share_of_counts(sizes, hits)
             out[name] = {"n": int(hit.sum()), "share": share, "ci95": (low, high)}
         return out
