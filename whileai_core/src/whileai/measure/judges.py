@@ -200,6 +200,11 @@ class TaskTallies:
     def names(self) -> list[str]:
         return sorted(self._rows)
 
+    def clustered(self) -> bool:
+        """Whether some situation holds more than one task: the rates' units are then
+        situations."""
+        return situation_clusters(self._situations) is not None
+
 
 #: (task key, its situation or None, the judge's reward, the gold reward)
 Pair = tuple[str, str | None, float, float]

@@ -525,7 +525,7 @@ def judge_trust(
     ]
     repeats = sum(n > 1 for n in rows_of_task.values())
     if repeats:
-        notes.append(_repeats_note(repeats, False))
+        notes.append(_repeats_note(repeats, tallies.clustered()))
     return JudgeTrustReport(
         n_rows=len(rows),
         judges=sorted(judges),
