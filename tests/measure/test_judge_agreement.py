@@ -237,4 +237,7 @@ def test_agreement_covers_over_situations_when_phrasings_share_one() -> None:
             low, high = wai.judge_agreement(rows).agreement.ci95  # type: ignore[misc]
             covered += low <= 0.9 <= high
         print(f"{situations} situations: agreement covers {covered / runs:.3f}")
-        assert 0.93 <= covered / runs <= 0.99
+        assert covered / runs >= 0.93
+        # a handful of situations is held to the floor only, as in the coverage grid: with
+        # the variance estimated from five, the interval takes the safe side
+        assert situations <= 10 or covered / runs <= 0.99

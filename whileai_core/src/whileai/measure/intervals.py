@@ -179,10 +179,15 @@ def effective_attempts(
     all_attempts = float(attempts.sum())
     # a unit's attempts: phrasings of one situation, of one attempt each, are not independent
     unit_attempts = attempts if groups is None else np.bincount(groups, weights=attempts)
-    if units < 2 or not mean > 0 or not mean < 1 or unit_attempts.max() < 2:
-        # one unit, every attempt alike, or one attempt per unit (each an independent draw
-        # of the population's rate): the attempts are all there is to count
+    if units < 2 or unit_attempts.max() < 2:
+        # one unit, or one attempt per unit (each an independent draw of the population's
+        # rate): the attempts are all there is to count
         return mean, all_attempts
+    discount = _few_units_discount(all_attempts, _variance_df(unit_rates), confidence)
+    if not 0 < mean < 1:
+        # every attempt alike: how much the units differ is not seen, so the attempts count
+        # as they would if the units were alike, discounted for their number as any count is
+        return mean, all_attempts * discount
     # the binomial part of each task rate's variance, unbiased where a task has two attempts
     # or more; a task of one attempt takes the pooled share p(1-p) of those that have them
     many = attempts >= 2
@@ -194,12 +199,10 @@ def effective_attempts(
         within_task = mean * (1 - mean) / attempts
     # tasks' binomial noises are independent, clustered or not: the mean's share of them
     within = float(within_task.sum()) / rates.size**2
-    between = max(0.0, total_var - within)
-    widen = (_t(units - 1, confidence) / _z(confidence)) ** 2
-    variance = within + between * widen
+    variance = within + max(0.0, total_var - within)
     if variance <= 0:
-        return mean, all_attempts
-    return mean, min(all_attempts, mean * (1 - mean) / variance)
+        return mean, all_attempts * discount
+    return mean, min(all_attempts, mean * (1 - mean) / variance) * discount
 
 
 def bounded_mean_interval(
@@ -217,23 +220,49 @@ def bounded_mean_interval(
     mean = min(1.0, max(0.0, mean))
     units = unit_values.size
     cap = max(float(cap), 1.0)
-    if units < 2 or not variance > 0 or not 0 < mean < 1:
+    if units < 2:
         return count_interval(mean * cap, cap, confidence)
-    effective = _effective(mean, variance, units, cap, confidence)
+    if variance > 0 and 0 < mean < 1:
+        claimed = min(cap, mean * (1 - mean) / variance)
+    else:
+        claimed = cap  # every unit alike: how much they differ is not seen
+    # a mean of ``units`` values in [0, 1] has at most the variance of ``units`` coin flips,
+    # so ``units`` samples is the least it holds, whatever the data
+    discount = _few_units_discount(cap, _variance_df(unit_values), confidence)
+    effective = max(units, claimed * discount)
     return count_interval(mean * effective, effective, confidence)
 
 
-def _effective(mean: float, variance: float, units: int, cap: float, confidence: float) -> float:
-    """Effective independent samples behind a mean of ``units`` values in [0, 1].
+def _few_units_discount(samples: float, df: float, confidence: float) -> float:
+    """What an effective count of ``samples`` is worth when the variance behind it was
+    estimated on ``df`` degrees of freedom: ``(t_{samples-1} / t_df)^2`` (Korn and Graubard
+    1998, as the US National Center for Health Statistics applies it to proportions, Parker
+    et al. 2017); 1 where the samples are no more than the degrees of freedom."""
+    if samples - 1 <= df:
+        return 1.0
+    return (_t(samples - 1, confidence) / _t(df, confidence)) ** 2
 
-    A mean of ``units`` values in [0, 1] has at most the variance of ``units`` coin flips, so
-    ``units`` samples is the least it can hold, whatever the data; what the estimated variance
-    claims beyond that is discounted by ``(z / t_{units-1})^2``, since that variance was
-    estimated from ``units`` values (the correction of Korn and Graubard 1998); ``cap`` bounds
-    it from above."""
-    claimed = mean * (1 - mean) / variance
-    discount = (_z(confidence) / _t(units - 1, confidence)) ** 2
-    return float(min(cap, units + max(0.0, claimed - units) * discount))
+
+def _variance_df(unit_values: FloatArray) -> float:
+    """The degrees of freedom of the variance of ``unit_values``: ``k - 1`` for ``k`` units
+    that look normal, fewer the heavier their tails.
+
+    The sample variance of ``k`` values of excess kurtosis ``g`` has variance ``sigma^4 (2 /
+    (k - 1) + g / k)`` (Cramer 1946, 27.4); matched to a scaled chi-square, as Satterthwaite
+    (1946) matches a sum of variances, that is ``2 / (2 / (k - 1) + g / k)`` degrees of
+    freedom. Per-unit rates are heavy-tailed when a few units carry every pass (a hard
+    benchmark's two solvable tasks): their variance then rests on those few, and counting
+    it on ``k - 1`` degrees of freedom took the data for as good as ``k`` clusters' worth.
+    Over phrasings of 30 situations from Beta(0.2, 1), pass^4 covered 87% on ``k - 1`` and
+    95% on these (``tests/measure/test_interval_coverage.py``). Light tails earn no more
+    than ``k - 1``; at least 1."""
+    k = unit_values.size
+    spread = unit_values - unit_values.mean()
+    second = float(np.mean(spread**2))
+    if second <= 0:
+        return float(k - 1)
+    excess = float(np.mean(spread**4)) / second**2 - 3
+    return max(1.0, min(k - 1.0, 2 / (2 / (k - 1) + max(excess, 0.0) / k)))
 
 
 def t_interval(
