@@ -11,14 +11,19 @@ Each is a Beta-tail interval on a count (:func:`count_interval`), the count *eff
 - **A pass rate** (pass@1, the mean over tasks of each task's share of passing attempts):
   attempts of one task are correlated (a task is hard or easy), so the ``N`` attempts count as
   ``N / deff``, the design effect of a clustered proportion (Kish 1965) with the between-task
-  share of the variance estimated by one-way ANOVA and widened by ``(t_{T-1} / z)^2`` for
-  having been estimated from ``T`` tasks (the degrees-of-freedom correction of Korn and
-  Graubard 1998). With one attempt per task the attempts are independent draws of the
-  population's rate and the count is exact: ``x`` passes in ``T`` tasks.
+  share of the variance estimated by one-way ANOVA. With one attempt per task the attempts
+  are independent draws of the population's rate and the count is exact: ``x`` passes in
+  ``T`` tasks.
 - **Any other mean of per-task values in [0, 1]** (pass^k, pass@k, a partial reward, a 0/1
-  marker): a mean of ``T`` values in [0, 1] has at most the variance of ``T`` coin flips, so
-  ``T`` is the least count it holds; what the observed variance claims beyond that is
-  discounted by ``(z / t_{T-1})^2``, up to the independent samples the data could hold.
+  marker): the count the observed variance claims, ``mean (1 - mean) / variance``, up to the
+  independent samples the data could hold; never below ``T``, since a mean of ``T`` values
+  in [0, 1] has at most the variance of ``T`` coin flips.
+
+  Either count rests on a variance estimated from ``T`` units, so it is discounted by
+  ``(t_{N-1} / t_df)^2`` (Korn and Graubard 1998, as the US National Center for Health
+  Statistics applies it to proportions), also where every unit scored alike and no variance
+  was seen; ``df`` is ``T - 1``, fewer where the units' values are heavy-tailed
+  (:func:`variance_df`).
 - **A mean of unbounded per-task values** (a count marker) and **a paired difference**
   (compare): Student's t over tasks, df ``T - 1``, for counts and their differences with
   Hall's (1992) correction for skewness (counts have long tails, and the plain t interval
@@ -55,10 +60,6 @@ SMALL_SAMPLE = 10
 #: How much the observed count weighs in its own tail (1/2: mid-p; 1: Clopper-Pearson); see
 #: :func:`count_interval`.
 TIE_WEIGHT = 0.7
-
-
-def _z(confidence: float) -> float:
-    return float(special.ndtri(1 - (1 - confidence) / 2))
 
 
 def _t(df: float, confidence: float) -> float:
@@ -183,7 +184,7 @@ def effective_attempts(
         # one unit, or one attempt per unit (each an independent draw of the population's
         # rate): the attempts are all there is to count
         return mean, all_attempts
-    discount = _few_units_discount(all_attempts, _variance_df(unit_rates), confidence)
+    discount = _few_units_discount(all_attempts, variance_df(unit_rates), confidence)
     if not 0 < mean < 1:
         # every attempt alike: how much the units differ is not seen, so the attempts count
         # as they would if the units were alike, discounted for their number as any count is
@@ -222,13 +223,12 @@ def bounded_mean_interval(
     cap = max(float(cap), 1.0)
     if units < 2:
         return count_interval(mean * cap, cap, confidence)
-    if variance > 0 and 0 < mean < 1:
-        claimed = min(cap, mean * (1 - mean) / variance)
-    else:
-        claimed = cap  # every unit alike: how much they differ is not seen
+    # where every unit is alike, how much they differ is not seen: the count is all there is
+    seen = variance > 0 and 0 < mean < 1
+    claimed = min(cap, mean * (1 - mean) / variance) if seen else cap
     # a mean of ``units`` values in [0, 1] has at most the variance of ``units`` coin flips,
     # so ``units`` samples is the least it holds, whatever the data
-    discount = _few_units_discount(cap, _variance_df(unit_values), confidence)
+    discount = _few_units_discount(cap, variance_df(unit_values), confidence)
     effective = max(units, claimed * discount)
     return count_interval(mean * effective, effective, confidence)
 
@@ -243,7 +243,7 @@ def _few_units_discount(samples: float, df: float, confidence: float) -> float:
     return (_t(samples - 1, confidence) / _t(df, confidence)) ** 2
 
 
-def _variance_df(unit_values: FloatArray) -> float:
+def variance_df(unit_values: FloatArray) -> float:
     """The degrees of freedom of the variance of ``unit_values``: ``k - 1`` for ``k`` units
     that look normal, fewer the heavier their tails.
 

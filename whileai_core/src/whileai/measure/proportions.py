@@ -19,6 +19,8 @@ import numpy.typing as npt
 # tenth of a second or more to the first report of every process
 from scipy import special
 
+from whileai.measure.intervals import variance_df
+
 Interval = tuple[float, float]
 
 
@@ -136,8 +138,11 @@ def clustered_share(
 
     Flags of one cluster (the rollouts of one task) are correlated, so ``n`` is divided by
     the design effect ``1 + (m0 - 1) rho`` (Kish 1965): ``rho`` is the intraclass correlation
-    (the ANOVA estimator, clipped to [0, 1]) and ``m0`` the clusters' effective size. With one
-    flag per cluster this is Wilson's interval. Returns ``(share, low, high)``."""
+    (the ANOVA estimator, clipped to [0, 1]) and ``m0`` the clusters' effective size; the
+    quantile is Student's on the clusters' degrees of freedom
+    (:func:`~whileai.measure.intervals.variance_df`: ``k - 1``, fewer where a few clusters
+    carry every flag). With one flag per cluster this is Wilson's interval. Returns
+    ``(share, low, high)``."""
     if not flags:
         raise ValueError("clustered_share needs at least one flag")
     sizes: dict[Hashable, int] = {}
@@ -172,9 +177,11 @@ def clustered_share_of_counts(
     n_eff = n / deff
     z = _z(confidence)
     if n > k > 1:
-        # the correlation was estimated from k clusters: Student's quantile on k - 1 degrees
-        # of freedom, as a mean of k cluster shares would use
-        z = float(special.stdtrit(k - 1, 1 - (1 - confidence) / 2))
+        # the correlation was estimated from k clusters: Student's quantile on their degrees
+        # of freedom, as a mean of k cluster shares would use (k - 1, fewer where a few
+        # clusters carry every flag)
+        df = variance_df(y / m)
+        z = float(special.stdtrit(df, 1 - (1 - confidence) / 2))
     z2 = z * z
     centre = (p + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
     half = z / (1 + z2 / n_eff) * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff * n_eff))
