@@ -248,7 +248,7 @@ def variance_df(unit_values: FloatArray) -> float:
     that look normal, fewer the heavier their tails.
 
     The sample variance of ``k`` values of excess kurtosis ``g`` has variance ``sigma^4 (2 /
-    (k - 1) + g / k)`` (Cramer 1946, 27.4); matched to a scaled chi-square, as Satterthwaite
+    (k - 1) + g / k)`` (Cramer 1946, chapter 27); matched to a scaled chi-square, as Satterthwaite
     (1946) matches a sum of variances, that is ``2 / (2 / (k - 1) + g / k)`` degrees of
     freedom. Per-unit rates are heavy-tailed when a few units carry every pass (a hard
     benchmark's two solvable tasks): their variance then rests on those few, and counting
