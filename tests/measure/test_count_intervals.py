@@ -25,14 +25,25 @@ from whileai.measure.intervals import (
 )
 
 
+def kurtosis_df(values: np.ndarray) -> float:
+    """The degrees of freedom of the sample variance matched to a scaled chi-square,
+    ``2 / (2 / (n - 1) + g / n)`` for excess kurtosis ``g`` (none credited below a
+    normal's), from scipy's kurtosis: ``n - 1`` for normal-looking values, fewer for
+    heavy-tailed ones."""
+    n = values.size
+    excess = max(float(stats.kurtosis(values)), 0.0)
+    return float(np.clip(2 / (2 / (n - 1) + excess / n), 1, n - 1))
+
+
 def hall_reference(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     """Hall's interval: the means whose studentized statistic ``T`` the transformation
-    ``T + g T^2 / (3 sqrt n) + g^2 T^3 / (27 n) + g / (6 sqrt n)`` takes to the t quantiles,
-    ``g`` the skewness with the sample standard deviation (``n - 1``) in its denominator."""
+    ``T + g T^2 / (3 sqrt n) + g^2 T^3 / (27 n) + g / (6 sqrt n)`` takes to the t quantiles
+    (on :func:`kurtosis_df` degrees of freedom), ``g`` the skewness with the sample standard
+    deviation (``n - 1``) in its denominator."""
     n = values.size
     mean, se = float(values.mean()), float(stats.sem(values))
     g = float(stats.skew(values, bias=True)) * ((n - 1) / n) ** 1.5
-    q = float(stats.t.ppf(0.5 + confidence / 2, n - 1))
+    q = float(stats.t.ppf(0.5 + confidence / 2, kurtosis_df(values)))
 
     def transformed(t: float) -> float:
         root = math.sqrt(n)
@@ -49,6 +60,23 @@ def test_the_interval_is_halls_transformation_solved(seed: int) -> None:
     rng = np.random.default_rng(seed)
     values = rng.poisson(rng.lognormal(3, 1, size=8)).astype(float)
     assert skew_corrected_t_interval(values) == pytest.approx(hall_reference(values), rel=1e-9)
+
+
+def test_heavy_tailed_values_take_fewer_degrees_of_freedom() -> None:
+    # one task of 30 far from the rest: the variance rests on it
+    values = np.array([1.0] * 29 + [40.0])
+    assert kurtosis_df(values) < 5
+    assert skew_corrected_t_interval(values) == pytest.approx(hall_reference(values), rel=1e-9)
+    spread = np.linspace(0.0, 1.0, 30)  # short tails: Student's t on n - 1, exactly
+    theirs = stats.t.interval(0.95, 29, loc=spread.mean(), scale=stats.sem(spread))
+    assert t_interval(spread) == pytest.approx(theirs)
+    # a difference of rewards where a few tasks moved and most did not: fewer as well
+    a = np.zeros(30)
+    b = np.where(np.arange(30) < 3, 1.0, 0.0)
+    low, high = difference_interval(a, b)  # type: ignore[misc]
+    q = stats.t.ppf(0.975, kurtosis_df(b - a))
+    assert (low, high) == pytest.approx((0.1 - q * stats.sem(b - a), 0.1 + q * stats.sem(b - a)))
+    assert q > stats.t.ppf(0.975, 29)
 
 
 def test_symmetric_counts_get_students_t_exactly() -> None:

@@ -270,14 +270,15 @@ def t_interval(
     clusters: npt.ArrayLike | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Interval | None:
-    """Student's t interval of the mean over tasks (or clusters); None below two units."""
+    """Student's t interval of the mean over tasks (or clusters), on the units' degrees of
+    freedom (:func:`variance_df`); None below two units."""
     array = np.asarray(values, dtype=np.float64)
     groups = None if clusters is None else np.asarray(clusters, dtype=np.int64)
     unit_values, unit_weights = _units(array, np.ones_like(array), groups)
     mean, variance = _mean_variance(unit_values, unit_weights)
     if unit_values.size < 2:
         return None
-    half = _t(unit_values.size - 1, confidence) * math.sqrt(variance)
+    half = _t(variance_df(unit_values), confidence) * math.sqrt(variance)
     return mean - half, mean + half
 
 
@@ -299,7 +300,9 @@ def skew_corrected_t_interval(
     the sample skewness of the units' contributions to the mean, ``T + a T^2 + a^2 T^3 / 3 +
     g / (6 sqrt(k))`` with ``a = g / (3 sqrt(k))`` is nearer Student's t on ``k - 1``
     degrees of freedom than ``T`` is, and increasing in ``T``, so the interval is where it
-    lies between the t quantiles."""
+    lies between the t quantiles; fewer degrees of freedom where the units' values are
+    heavy-tailed (:func:`variance_df`: lengths at 30 tasks covered 92.8% on ``k - 1``, 94.3%
+    on these)."""
     array = np.asarray(values, dtype=np.float64)
     groups = None if clusters is None else np.asarray(clusters, dtype=np.int64)
     unit_values, unit_weights = _units(array, np.ones_like(array), groups)
@@ -325,7 +328,7 @@ def skew_corrected_t_interval(
             return q - shift
         return (math.cbrt(1 + 3 * a * (q - shift)) - 1) / a
 
-    q = _t(k - 1, confidence)
+    q = _t(variance_df(unit_values), confidence)
     return mean - untransformed(q) * se, mean - untransformed(-q) * se
 
 
