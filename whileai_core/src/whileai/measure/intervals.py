@@ -260,10 +260,13 @@ def variance_df(unit_values: FloatArray) -> float:
     counts as one value here, as it does in the degrees of freedom."""
     k = unit_values.size
     spread = unit_values - unit_values.mean()
-    second = float(np.mean(spread**2))
-    if second <= 0:
+    largest = float(np.max(np.abs(spread)))
+    if not largest > 0:
         return float(k - 1)
-    excess = float(np.mean(spread**4)) / second**2 - 3
+    # in units of the largest deviation, so tiny spreads' fourth powers do not underflow
+    scaled = spread / largest
+    second = float(np.mean(scaled**2))
+    excess = float(np.mean(scaled**4)) / second**2 - 3
     return max(1.0, min(k - 1.0, 2 / (2 / (k - 1) + max(excess, 0.0) / k)))
 
 
