@@ -136,11 +136,13 @@ def test_a_run_writes_an_owner_on_every_failed_row_and_reports_the_shares() -> N
     assert "failures by owner" in str(data.report())
 
 
-def test_one_flag_per_task_is_wilsons_interval() -> None:
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
+def test_one_flag_per_task_is_wilsons_interval(confidence: float) -> None:
     flags = [(i, i % 3 == 0) for i in range(20)]
-    share, low, high = clustered_share(flags)
+    share, low, high = clustered_share(flags, confidence)
     assert share == pytest.approx(7 / 20)
-    assert (low, high) == pytest.approx(wilson_interval(7, 20))
+    # Wilson's interval on the normal quantile
+    assert (low, high) == pytest.approx(wilson_interval(7, 20, confidence), abs=1e-12)
 
 
 #: flags of nine tasks of 1-4 rollouts; and of ten tasks of eight, one of which carries every
@@ -184,15 +186,6 @@ def test_the_clustered_interval_uses_scipy_stats_quantiles(
     assert share == pytest.approx(p, abs=1e-15)
     assert low == pytest.approx(max(0.0, centre - half), abs=1e-12)
     assert high == pytest.approx(min(1.0, centre + half), abs=1e-12)
-
-
-def test_one_flag_per_task_is_wilsons_interval_at_any_confidence() -> None:
-    confidence = 0.8
-    # one flag per task: Wilson's interval on the normal quantile
-    single = [(t, t % 3 == 0) for t in range(20)]
-    assert clustered_share(single, confidence)[1:] == pytest.approx(
-        wilson_interval(7, 20, confidence), abs=1e-12
-    )
 
 
 @pytest.mark.parametrize("tasks", [5, 10, 30])
