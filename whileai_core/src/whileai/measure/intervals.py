@@ -199,9 +199,10 @@ def effective_attempts(
         within_task = np.where(many, spread, pooled) / attempts
     else:
         within_task = mean * (1 - mean) / attempts
-    # tasks' binomial noises are independent, clustered or not: the mean's share of them
+    # tasks' binomial noises are independent, clustered or not: the mean's variance holds at
+    # least their share of it
     within = float(within_task.sum()) / rates.size**2
-    variance = within + max(0.0, total_var - within)
+    variance = max(within, total_var)
     if variance <= 0:
         return mean, all_attempts * discount
     return mean, min(all_attempts, mean * (1 - mean) / variance) * discount

@@ -18,10 +18,11 @@ noise of a k-sample pass rate in each arm, ``p_i (1 - p_i) / k`` for a task with
 and ``compare`` calls a gain when its interval, Student's t over the paired tasks, excludes
 0: a two-sided paired t-test at ``alpha`` (on ``n - 1`` degrees of freedom where the
 differences are not heavy-tailed, as under the uniform effect assumed here; compare takes
-fewer where a few tasks carry the difference, and such a set needs more tasks than this). So ``n_tasks`` is the smallest ``n`` at which that
-test has the power, ``P(|T| > t_{1 - alpha/2, n - 1}) >= power`` with ``T`` noncentral t on
-``n - 1`` degrees of freedom and noncentrality ``effect / sqrt(var(d) / n)`` (the textbook
-paired t-test size). The normal approximation
+fewer where a few tasks carry the difference, and such a set needs more tasks than this).
+So ``n_tasks`` is the smallest ``n`` at which that test has the power,
+``P(|T| > t_{1 - alpha/2, n - 1}) >= power`` with ``T`` noncentral t on ``n - 1`` degrees of
+freedom and noncentrality ``effect / sqrt(var(d) / n)`` (the textbook paired t-test size).
+The normal approximation
 
     n_normal = ceil((z_{1 - alpha/2} + z_{power})^2 var(d) / effect^2)
 
