@@ -346,14 +346,20 @@ def encoded_values(draw: st.DrawFn) -> Any:
 
 
 @settings(max_examples=300, deadline=None)
-@given(encoded_values(), st.sampled_from(["world_state", "reason", "judge_meta", "error", "notes"]))
+@given(
+    encoded_values(),
+    st.sampled_from(["world_state", "reason", "judge_meta", "error", "notes"]),
+    # a reference that is also a number is compared with numbers, which only the walk over
+    # every string does: the same values must come out masked either way
+    st.sampled_from([REFERENCE, [REFERENCE, "4217"]]),
+)
 def test_the_answer_key_is_masked_by_value_in_every_field_the_run_writes_about_an_episode(
-    value: Any, field: str
+    value: Any, field: str, reference: Any
 ) -> None:
     row = {
         "prompt": "Where is my order?",
         "final_text": "It ships today.",
-        "privileged": {"reference": REFERENCE, "hidden_state": {"status": STATUS}},
+        "privileged": {"reference": reference, "hidden_state": {"status": STATUS}},
         field: value,
     }
     assert leaked(written_line(row)) == []
@@ -406,6 +412,56 @@ def test_what_a_grader_quotes_in_another_form_is_masked_too() -> None:
     assert graded["reason"] == "parsed 0.25 vs 1/2: not equal"
     assert export_row(graded)["reason"] == "parsed 0.25 vs ***: not equal"
     assert graded["privileged"]["quoted"] == ["1/2"]
+
+
+def recorded_as_parsed(reference: str, parsed: float, **verdict: Any) -> dict[str, Any]:
+    """A row graded by a grader that records the reference as it parsed it, a number, in its
+    metadata (as a hand-written grader does: ``meta={"expected": float(reference)}``)."""
+    return wai.rows(
+        ["What is the answer?"],
+        ["0"],
+        lambda row: wai.Verdict(0.0, "not equal", meta={"expected": parsed}, **verdict),
+        references=[reference],
+    )[0]
+
+
+@pytest.mark.parametrize(
+    ("reference", "parsed"),
+    [
+        ("42", 42),
+        ("42", 42.0),
+        (" 42 ", 42),
+        ("42.0", 42),
+        ("-3.5", -3.5),
+        ("1e3", 1000),
+        ("1,000", 1000),
+        ("$42", 42),
+        ("42%", 42),
+        ("42%", 0.42),
+        ("1/2", 0.5),
+    ],
+)
+def test_a_reference_written_as_text_is_masked_where_a_grader_records_it_as_a_number(
+    reference: str, parsed: float
+) -> None:
+    graded = recorded_as_parsed(reference, parsed)
+    assert json.loads(row_line(graded))["judge_meta"]["expected"] == "***"
+    assert graded["judge_meta"]["expected"] == parsed  # memory keeps it for the judge
+
+
+def test_a_form_a_grader_quotes_is_masked_where_it_records_that_form_as_a_number() -> None:
+    graded = recorded_as_parsed("\\frac{1}{2}", 0.5, quotes=["0.5"])
+    assert json.loads(row_line(graded))["judge_meta"]["expected"] == "***"
+
+
+@pytest.mark.parametrize(
+    ("reference", "recorded"), [("12 apples", 12), ("A2665", 2665), ("1", True), ("42", 41)]
+)
+def test_numbers_a_reference_does_not_stand_for_are_written_as_they_are(
+    reference: str, recorded: Any
+) -> None:
+    graded = recorded_as_parsed(reference, recorded)
+    assert json.loads(row_line(graded))["judge_meta"]["expected"] == recorded
 
 
 def test_carried_fields_whose_names_mask_alike_both_reach_the_file_in_their_place() -> None:

@@ -3,7 +3,9 @@
 A row's privileged block is the answer key: the ``reference`` (whole, and each line of a
 multi-line one such as a test suite), the ``principle`` and ``rubric``, every form of the
 reference a grader said its reason quotes (``quoted``, from ``Verdict.quotes``), and the facts
-of the situation (every value in ``hidden_state`` and ``goal``). On export, what the run wrote
+of the situation (every value in ``hidden_state`` and ``goal``); a reference or quoted form
+that is one number (``42``, ``"42"``, ``"1/2"``) is also compared with the numbers a row holds,
+where a grader records what it parsed. On export, what the run wrote
 about an episode (a grader's reason and metadata, the world's final state, error text, carried
 fields) is searched for each of them in every encoding :func:`forms` names (a value of eight characters
 or more without regard to case), and a hit becomes ``***``. What the agent saw and said (the prompt and the transcript)
@@ -58,7 +60,8 @@ class AnswerKey:
     """What of one row must not leave memory, each value as written (longest first)."""
 
     values: tuple[str, ...]
-    #: numbers of the reference: a number equal to one is masked where it stands as a number
+    #: the numbers the reference and quoted forms stand for (42 for ``42`` or ``"42"``): a number
+    #: equal to one is masked where it stands as a number
     numbers: tuple[float, ...] = ()
     #: the needles a text can hold, by the marks (:func:`_marks_of`) it holds (made as asked for: a
     #: situation's key serves all its rollouts)
@@ -440,11 +443,16 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
             if not text:
                 continue
             exact.add(text)
+            numbers.update(_numbers_written(text))
             if "\n" in text:
                 exact.update(
                     line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LINE
                 )
-    exact.update(str(q).strip() for q in _leaves(held.get("quoted")) if str(q).strip())
+    for leaf in _leaves(held.get("quoted")):
+        text = str(leaf).strip()
+        if text:
+            exact.add(text)
+            numbers.update(_numbers_written(text))
     for field in FACT_FIELDS:
         block = held.get(field)
         names = _field_names(block)
@@ -456,6 +464,47 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
                 continue
             exact.add(text)
     return AnswerKey(tuple(sorted(exact, key=lambda v: (-len(v), v))), tuple(sorted(numbers)))
+
+
+#: How a reference writes one number: digits with an optional sign, point and exponent; digits
+#: grouped in threes by commas; a fraction of whole numbers.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_GROUPED_NUMBER = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_FRACTION = re.compile(r"([+-]?\d+)\s*/\s*(\d+)")
+_CURRENCY = "$€£¥"
+
+
+def _numbers_written(text: str) -> tuple[float, ...]:
+    """The numbers a reference written as text stands for: ``"42"`` is the number 42 a grader
+    may record as parsed (``{"expected": 42}``), which a search of strings never meets. Read
+    as a whole, as graders parse an answer: a sign, a currency sign before it, thousands
+    grouped by commas, a percent sign after it (both 42 and 0.42, as ``Numeric`` reads
+    ``"42%"``), and a fraction of whole numbers (``"1/2"``: 0.5). Empty for text that is not
+    one number (``"12 apples"``, ``"nan"``, ``"x/0"``)."""
+    body = text.strip()
+    percent = body.endswith("%")
+    if percent:
+        body = body[:-1].rstrip()
+    sign = body[:1] if body[:1] in ("+", "-") else ""
+    body = body[len(sign) :].lstrip()
+    if body[:1] and body[:1] in _CURRENCY:
+        body = body[1:].lstrip()
+    body = sign + body
+    fraction = _FRACTION.fullmatch(body)
+    if _GROUPED_NUMBER.fullmatch(body):
+        body = body.replace(",", "")
+    elif fraction is None and not _PLAIN_NUMBER.fullmatch(body):
+        return ()
+    try:
+        if fraction is None:
+            number = float(body)
+        else:
+            number = int(fraction.group(1)) / int(fraction.group(2))
+    except (OverflowError, ZeroDivisionError):
+        return ()
+    if number in (float("inf"), float("-inf")):
+        return ()
+    return (number, number / 100) if percent else (number,)
 
 
 def _has_leaf(value: Any) -> bool:
