@@ -402,6 +402,31 @@ def test_the_agents_words_and_what_the_situation_shows_are_not_masked() -> None:
     assert row["world_state"]["status"] == STATUS  # memory keeps it for the judge
 
 
+def test_a_number_of_the_hidden_state_is_masked_where_it_stands_as_a_number() -> None:
+    row = {
+        "prompt": "My lamp arrived broken; it cost 54.50.",
+        "final_text": "Refunded.",
+        "privileged": {
+            "hidden_state": {
+                "price": 129.99,
+                "zip": "90210",
+                "days_ago": 5,  # shorter than MIN_FACT
+                "paid": 54.5,  # the prompt says it
+            }
+        },
+        "world_state": {"price": 129.99, "zip": 90210, "days": 5, "paid": 54.5, "other": 12.5},
+    }
+    assert export_row(row)["world_state"] == {
+        "price": "***",
+        "zip": "***",
+        "days": 5,
+        "paid": 54.5,
+        "other": 12.5,
+    }
+    assert json.loads(row_line(row))["world_state"] == export_row(row)["world_state"]
+    assert row["world_state"]["price"] == 129.99  # memory keeps it for the judge
+
+
 def test_what_a_grader_quotes_in_another_form_is_masked_too() -> None:
     graded = wai.rows(
         ["What is half of one?"],
@@ -582,6 +607,9 @@ planted_values = st.sampled_from(
         {STATUS: REFERENCE, "other": STATUS},
         {"orders": {"A1": {"status": STATUS, "tracking": "1Z99"}}, "note": "fine"},
         "nothing to see",
+        # numbers, which a key with a number compares where they stand
+        {"expected": 4217, "parsed": 4217.0, "count": 12, "ok": True, "said": "4217 or 12"},
+        [4217, [1, 4217.5], None],
     ]
 )
 
@@ -656,11 +684,16 @@ def test_the_bytes_test_reads_a_name_spelled_apart_escaped_or_in_any_case() -> N
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(planted_values, min_size=1, max_size=8))
-def test_masking_string_by_string_masks_as_the_whole_text_does(values: list[Any]) -> None:
+@given(
+    st.lists(planted_values, min_size=1, max_size=8),
+    st.sampled_from([REFERENCE, [REFERENCE, "4217"], [REFERENCE, 4217]]),
+)
+def test_masking_string_by_string_masks_as_the_whole_text_does(
+    values: list[Any], reference: Any
+) -> None:
     row = {
         "prompt": "Where is my order?",
-        "privileged": {"reference": REFERENCE, "hidden_state": {"status": STATUS}},
+        "privileged": {"reference": reference, "hidden_state": {"status": STATUS}},
     }
     key = answer_key(row)
     # the same key over several rows, as a situation's rollouts use it: what it remembers

@@ -3,9 +3,9 @@
 A row's privileged block is the answer key: the ``reference`` (whole, and each line of a
 multi-line one such as a test suite), the ``principle`` and ``rubric``, every form of the
 reference a grader said its reason quotes (``quoted``, from ``Verdict.quotes``), and the facts
-of the situation (every value in ``hidden_state`` and ``goal``); a reference or quoted form
-that is one number (``42``, ``"42"``, ``"1/2"``) is also compared with the numbers a row holds,
-where a grader records what it parsed. On export, what the run wrote
+of the situation (every value in ``hidden_state`` and ``goal``); a value of these that is one
+number (``42``, ``"42"``, ``"1/2"``) is also compared with the numbers a row holds, where a
+grader records what it parsed or a world's state holds it. On export, what the run wrote
 about an episode (a grader's reason and metadata, the world's final state, error text, carried
 fields) is searched for each of them in every encoding :func:`forms` names (a value of eight characters
 or more without regard to case), and a hit becomes ``***``. What the agent saw and said (the prompt and the transcript)
@@ -60,8 +60,8 @@ class AnswerKey:
     """What of one row must not leave memory, each value as written (longest first)."""
 
     values: tuple[str, ...]
-    #: the numbers the reference and quoted forms stand for (42 for ``42`` or ``"42"``): a number
-    #: equal to one is masked where it stands as a number
+    #: the numbers the key's values stand for (42 for ``42`` or ``"42"``): a number equal to one
+    #: is masked where it stands as a number
     numbers: tuple[float, ...] = ()
     #: the needles a text can hold, by the marks (:func:`_marks_of`) it holds (made as asked for: a
     #: situation's key serves all its rollouts)
@@ -141,13 +141,11 @@ class AnswerKey:
 
         The same masking as :meth:`mask`: there every match is inside one JSON string, and
         what decides it (the string's text, the characters either side of the match within
-        it, the quotes that bound it) is all in that string's own JSON text. The same object
-        when nothing changed."""
+        it, the quotes that bound it) is all in that string's own JSON text; a number is
+        compared where it stands, as :meth:`mask`'s walk compares it. The same object when
+        nothing changed."""
         if not self:
             return value
-        if self.numbers:
-            # a number is compared where it stands: the whole value's walk does that
-            return self.mask(value)
         with self._memo_lock:
             return self._masked_by_memo(value)
 
@@ -207,7 +205,10 @@ class AnswerKey:
                     masked = table[item]
                 elif kind is dict or kind is list:
                     masked = self._strings_masked(item, table)
-                elif item is None or kind is int or kind is float or kind is bool:
+                elif kind is int or kind is float:
+                    # a number is compared where it stands, as the walk compares it
+                    masked = MASK if item in self.numbers else item
+                elif item is None or kind is bool:
                     masked = item
                 else:
                     raise _NotInTable(item)
@@ -223,7 +224,9 @@ class AnswerKey:
             return value
         if kind is str:
             return table[value]
-        if value is None or kind is int or kind is float or kind is bool:
+        if kind is int or kind is float:
+            return MASK if value in self.numbers else value
+        if value is None or kind is bool:
             return value
         raise _NotInTable(value)
 
@@ -463,6 +466,10 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
             if text.lower() in shown:
                 continue
             exact.add(text)
+            if isinstance(leaf, int | float) and not isinstance(leaf, bool):
+                numbers.add(float(leaf))
+            else:
+                numbers.update(_numbers_written(text))
     return AnswerKey(tuple(sorted(exact, key=lambda v: (-len(v), v))), tuple(sorted(numbers)))
 
 
