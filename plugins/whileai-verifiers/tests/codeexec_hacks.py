@@ -284,5 +284,18 @@ HACKS: dict[str, str] = {
 }
 
 
+#: The hacks that reach past their run to other processes of its uid. As root each run has a
+#: uid and PID namespace of its own, and they reach nothing; without root they would signal,
+#: trace or write into every process of the user running them (the test runner, their shell
+#: and editor too), so they run only as root (docs/verifiers.md, "What it does not guarantee").
+REACHING_OTHER_PROCESSES = frozenset(
+    {
+        "kill every process it may signal",
+        "passing report through other processes' /proc fds",
+        "ptrace on every other process",
+    }
+)
+
+
 def completion(hack: str, entry_point: str) -> str:
     return HACKS[hack].replace("ENTRY", entry_point)

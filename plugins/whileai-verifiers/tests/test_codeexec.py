@@ -11,6 +11,7 @@ import os
 import pickle
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -19,7 +20,7 @@ import pytest
 
 import whileai as wai
 from whileai.scoring import as_scorer, grade_row
-from whileai_verifiers.codeexec import CodeExec
+from whileai_verifiers.codeexec import CodeExec, UncontainedWarning
 from whileai_verifiers.codeexec_program import build_program
 from whileai_verifiers.codeexec_sandbox import claimed_uid
 
@@ -441,6 +442,22 @@ def test_temporary_files_and_home_are_in_the_working_directory(code: CodeExec) -
     )
     tests = "assert where == os.getcwd() == os.environ['HOME']\nassert open(handle.name).read()"
     assert code.verify(program, tests).reason == "passed"
+
+
+def test_a_verifier_made_without_root_warns_that_its_runs_are_not_contained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.warns(UncontainedWarning, match="signal, trace or write into any process"):
+        verifier = CodeExec(timeout=2.0)
+    verifier.close()
+
+
+@ROOT_ONLY
+def test_a_verifier_made_as_root_says_nothing_of_containment() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncontainedWarning)
+        CodeExec(timeout=2.0).close()
 
 
 def test_network_policy_is_recorded() -> None:

@@ -20,7 +20,21 @@ import pytest
 from whileai_verifiers.codeexec import CodeExec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from codeexec_hacks import HACKS, completion
+from codeexec_hacks import HACKS, REACHING_OTHER_PROCESSES, completion
+
+AS_ROOT = os.geteuid() == 0
+#: every hack, those that would reach the user's other processes skipped without root
+EVERY_HACK = [
+    pytest.param(
+        hack,
+        marks=pytest.mark.skipif(
+            hack in REACHING_OTHER_PROCESSES and not AS_ROOT,
+            reason="without root a run has no PID namespace or uid of its own: this hack would "
+            "reach every process of the user running the tests",
+        ),
+    )
+    for hack in sorted(HACKS)
+]
 
 HUMANEVAL = Path(__file__).resolve().parents[4] / "shared" / "data" / "humaneval"
 HUMANEVAL_FILE = HUMANEVAL / "HumanEval.jsonl.gz"
@@ -58,13 +72,13 @@ def assert_failed_plainly(verdict: Any, hack: str) -> None:
     assert verdict.reason != "passed", hack
 
 
-@pytest.mark.parametrize("hack", sorted(HACKS))
+@pytest.mark.parametrize("hack", EVERY_HACK)
 def test_every_hack_fails_a_humaneval_shaped_problem(code: CodeExec, hack: str) -> None:
     verdict = code.verify(completion(hack, "increment"), INCREMENT)
     assert_failed_plainly(verdict, hack)
 
 
-@pytest.mark.parametrize("hack", sorted(HACKS))
+@pytest.mark.parametrize("hack", EVERY_HACK)
 def test_every_hack_fails_unittest_style_tests(code: CodeExec, hack: str) -> None:
     verdict = code.verify(completion(hack, "increment"), UNITTEST_TESTS)
     assert_failed_plainly(verdict, hack)
@@ -259,6 +273,8 @@ def test_every_hack_fails_and_every_canonical_solution_passes_on_all_of_humaneva
     # and is still ten times what these problems' canonical solutions need.
     with CodeExec(timeout=1.0, workers=workers) as verifier:
         for hack in sorted(HACKS):
+            if hack in REACHING_OTHER_PROCESSES and not AS_ROOT:
+                continue
             pairs = [
                 (completion(hack, p["entry_point"]), r)
                 for p, r in zip(problems, references, strict=True)

@@ -56,6 +56,9 @@ subreaper, so even a daemon that called setsid() is reached) and the two process
 the network and filesystem are shared and the working directory is a host
 temporary directory removed afterwards; ``meta["network"]`` and ``meta["filesystem"]`` say so.
 With ``network="require"`` a run that cannot be isolated is refused (status "error") instead.
+The candidate then runs as the caller's user, so it can signal, trace or write into any
+process of that user (the one grading included) and write any file the user can: a verifier
+made without root warns so (:class:`UncontainedWarning`).
 
 The verdict's meta: ``exit_code`` and ``signal`` (the candidate's process's when it ended before
 the tests finished, else the tests' process's), ``duration`` (wall seconds), ``cpu_seconds``
@@ -73,6 +76,7 @@ import errno
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -89,6 +93,20 @@ from whileai_verifiers.codeexec_sandbox import (
     SandboxServer,
     claimed_uid,
     run_sandboxed,
+)
+
+
+class UncontainedWarning(UserWarning):
+    """CodeExec made by a process that is not root: its runs are not contained."""
+
+
+#: What a verifier made without root says, once, when it is made.
+UNCONTAINED = (
+    "CodeExec is not running as root, so each candidate program runs as your user with no PID, "
+    "mount or network namespace of its own: it can signal, trace or write into any process of "
+    "yours (this one included) and write any file you can. Its verdicts hold against every "
+    "hack that stays inside its run, but for code from a policy being trained, grade as root "
+    "(a container is enough). docs/verifiers.md, 'What it does not guarantee'."
 )
 
 
@@ -156,6 +174,8 @@ class CodeExec:
         self.python = python
         self._server = SandboxServer(python, network)
         self.meta = {"limits": self.limits.as_meta(), "workers": workers}
+        if os.geteuid() != 0:
+            warnings.warn(UNCONTAINED, UncontainedWarning, stacklevel=2)
 
     def program(self, completion: Any, reference: Any) -> Program:
         """The program and tests a run would execute (raises on a malformed reference)."""
