@@ -22,7 +22,7 @@ import whileai as wai
 from whileai.scoring import as_scorer, grade_row
 from whileai_verifiers.codeexec import CodeExec, UncontainedWarning
 from whileai_verifiers.codeexec_program import build_program
-from whileai_verifiers.codeexec_sandbox import claimed_uid
+from whileai_verifiers.codeexec_sandbox import _nproc_offset, claimed_uid
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and uid change need root")
 REPO = Path(__file__).resolve().parents[3]
@@ -458,6 +458,53 @@ def test_a_verifier_made_as_root_says_nothing_of_containment() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncontainedWarning)
         CodeExec(timeout=2.0).close()
+
+
+def busy_threads(n: int) -> tuple[threading.Event, list[threading.Thread]]:
+    """``n`` threads of this process, waiting until the event is set."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=stop.wait) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    return stop, threads
+
+
+def test_the_process_limit_without_root_counts_every_thread_its_user_runs() -> None:
+    # RLIMIT_NPROC counts threads: 64 more of them in this one process must raise the count
+    # the limit starts from by about 64 (other processes of the uid may come and go meanwhile)
+    before = _nproc_offset()
+    stop, threads = busy_threads(64)
+    try:
+        assert _nproc_offset() - before >= 56
+        assert _nproc_offset(beside=3, room=32) >= before + 64 - 8 + 96
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="as root each run has a uid of its own")
+def test_without_root_a_program_that_starts_threads_passes_beside_a_busy_caller() -> None:
+    program = (
+        "import threading\n"
+        "def total(xs):\n"
+        "    out = []\n"
+        "    workers = [threading.Thread(target=out.append, args=(x,)) for x in xs]\n"
+        "    for w in workers:\n        w.start()\n"
+        "    for w in workers:\n        w.join()\n"
+        "    return sum(out)\n"
+    )
+    stop, threads = busy_threads(64)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UncontainedWarning)
+            with CodeExec(timeout=5.0) as verifier:
+                verdict = verifier.verify(program, "assert total(list(range(8))) == 28\n")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert (verdict.reward, verdict.reason) == (1.0, "passed")
 
 
 def test_network_policy_is_recorded() -> None:

@@ -219,7 +219,9 @@ class CodeExec:
 
     def _run(self, program: Program) -> Verdict:
         if os.geteuid() != 0:
-            result = run_sandboxed(program, self.limits, uid=None, server=self._server)
+            result = run_sandboxed(
+                program, self.limits, uid=None, server=self._server, beside=self.workers - 1
+            )
             return _verdict(result, self.limits, program)
         with claimed_uid(self.uid_base, self.uid_count) as uid:
             result = run_sandboxed(program, self.limits, uid=uid, server=self._server)

@@ -209,10 +209,33 @@ def _remove(workdir: str) -> None:
     shutil.rmtree(workdir, onerror=make_writable)
 
 
-def _nproc_offset() -> int:
-    """Processes the current (non-root) user already runs: RLIMIT_NPROC counts them too."""
+def _nproc_offset(beside: int = 0, room: int = 0) -> int:
+    """What RLIMIT_NPROC already counts for the current (non-root) user: every thread of every
+    process of its real uid (a desktop session holds hundreds, a grading process its own
+    pools), plus ``room`` for each of the ``beside`` runs that may start next to this one under
+    the same uid. Counting processes alone left correct programs that start a thread or a
+    process failing with "process limit reached" wherever the user ran many threads."""
     me = os.getuid()
-    return sum(1 for _, state, uid, _ in _process_table() if uid == me and state != "Z")
+    threads = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            status = Path("/proc", name, "status").read_text()
+        except OSError:
+            continue
+        uid = state = count = None
+        for line in status.splitlines():
+            key, _, value = line.partition(":")
+            if key == "State":
+                state = value.split()[0]
+            elif key == "Uid":
+                uid = int(value.split()[0])
+            elif key == "Threads":
+                count = int(value)
+        if uid == me and state not in ("Z", "X"):
+            threads += count or 1
+    return threads + beside * room
 
 
 def _parse_record(raw: bytes, nonce: str) -> dict[str, Any] | None:
@@ -352,8 +375,11 @@ def run_sandboxed(
     *,
     uid: int | None,
     server: SandboxServer,
+    beside: int = 0,
 ) -> SandboxResult:
-    """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root)."""
+    """Run ``program`` under ``limits`` as ``uid`` (None: as the current user, not root).
+    ``beside``: how many other runs may be under way at once (as the current user, they
+    share its process limit)."""
     start = time.monotonic()
     names, helpers = _names_for(program.tests, program.prompt, program.entry_point)
     workdir = os.path.join(tempfile.gettempdir(), f"whileai-codeexec-{secrets.token_hex(8)}")
@@ -366,7 +392,7 @@ def run_sandboxed(
         "uid": uid,
         "nonce": nonce,
         "network": limits.network,
-        "nproc_offset": 0 if uid is not None else _nproc_offset(),
+        "nproc_offset": 0 if uid is not None else _nproc_offset(beside, limits.max_processes),
         "limits": {
             "timeout": limits.timeout,
             "cpu_time": limits.cpu_seconds,
