@@ -427,6 +427,27 @@ def test_a_number_of_the_hidden_state_is_masked_where_it_stands_as_a_number() ->
     assert row["world_state"]["price"] == 129.99  # memory keeps it for the judge
 
 
+def test_a_key_with_numbers_masks_a_rows_strings_by_its_table_not_the_walk() -> None:
+    # the walk compiles a pattern per key (a situation's): a streamed run of many situations
+    # whose keys hold a number ran at half its speed when their new strings took it
+    from whileai.schema.answer_key import _pattern
+
+    rows = [
+        {
+            "prompt": "Where is my order?",
+            "privileged": {"hidden_state": {"price": 100.25 + n, "email": f"a{n}@example.com"}},
+            "world_state": {"price": 100.25 + n, "email": f"a{n}@example.com", "note": "ok"},
+        }
+        for n in range(20)
+    ]
+    _pattern.cache_clear()
+    lines = [json.loads(row_line(row)) for row in rows]
+    assert _pattern.cache_info().misses == 0
+    for row, line in zip(rows, lines, strict=True):
+        assert line["world_state"] == {"price": "***", "email": "***", "note": "ok"}
+        assert line == export_row(row)
+
+
 def test_what_a_grader_quotes_in_another_form_is_masked_too() -> None:
     graded = wai.rows(
         ["What is half of one?"],

@@ -87,6 +87,11 @@ class AnswerKey:
         """``value`` with every form of the key masked in its strings and mapping keys, as a
         new object (the same object when nothing in it matched). ``written``, when given, is
         ``value`` as JSON already (``json.dumps(value, ensure_ascii=False)``)."""
+        return self._mask_comparing(value, written, self.numbers)
+
+    def _mask_comparing(self, value: Any, written: str | None, numbers: tuple[float, ...]) -> Any:
+        """:meth:`mask`, comparing the numbers ``value`` holds with ``numbers`` (none: a value
+        whose numbers are compared elsewhere, or that holds none)."""
         if not self:
             return value
         text = isinstance(value, str)
@@ -94,11 +99,11 @@ class AnswerKey:
             try:
                 written = json.dumps(value, ensure_ascii=False, default=str)
             except (TypeError, ValueError, RecursionError):
-                return _Masker(self.values, self.numbers).value(value)
+                return _Masker(self.values, numbers).value(value)
         lowered = written.lower()
         if len(lowered) != len(written):
             # lower() changed the length (a few non-ASCII letters): read every string
-            return _Masker(self.values, self.numbers).value(value)
+            return _Masker(self.values, numbers).value(value)
         # The value written as JSON holds each of its strings JSON-escaped, so a form of the
         # key that a string holds is in the text, escaped: the masking is done on that text
         # (C-speed searches rather than a walk over every string), and read back. Whatever
@@ -106,10 +111,10 @@ class AnswerKey:
         # the walk, which reads every string.
         found = self._needles_in(written, lowered)
         # (numbers are compared where they stand as numbers: a string has none)
-        if not found and (text or not self.numbers):
+        if not found and (text or not numbers):
             return value
-        if self.numbers and not text:
-            return _Masker(self.values, self.numbers).value(value)
+        if numbers and not text:
+            return _Masker(self.values, numbers).value(value)
         spans, in_keys = _spans(written, lowered, found)
         if not spans:
             return value
@@ -120,7 +125,7 @@ class AnswerKey:
                 return json.loads(masked, object_pairs_hook=_distinct_keys)
             return json.loads(masked)
         except ValueError:
-            return _Masker(self.values, self.numbers).value(value)
+            return _Masker(self.values, numbers).value(value)
 
     def _needles_in(self, written: str, lowered: str) -> list[_Needle]:
         """The needles of the key that ``written`` (JSON text) holds."""
@@ -169,7 +174,8 @@ class AnswerKey:
             # full: start again with this row's strings
             memo.clear()
             new = list(strings)
-        masked = self.mask(new)
+        # strings only: the row's numbers are compared as the table is read
+        masked = self._mask_comparing(new, None, ())
         # a row with more strings than are remembered, or long ones, reads a table of its
         # own; what the memory takes of it stays within its bounds
         fits = len(new) <= _REMEMBERED_STRINGS
