@@ -118,8 +118,8 @@ def claimed_uid(base: int, count: int) -> Iterator[int]:
         return
 
 
-def _process_table() -> Iterator[tuple[int, str, int | None, int | None]]:
-    """(pid, state, real uid, session id in the host's namespace) of every process."""
+def _process_table() -> Iterator[tuple[int, str, int | None, int | None, int]]:
+    """(pid, state, real uid, session id in the host's namespace, threads) of every process."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -127,7 +127,7 @@ def _process_table() -> Iterator[tuple[int, str, int | None, int | None]]:
             status = Path("/proc", name, "status").read_text()
         except OSError:
             continue
-        state, uid, session = "", None, None
+        state, uid, session, threads = "", None, None, 1
         for line in status.splitlines():
             key, _, value = line.partition(":")
             if key == "State":
@@ -136,7 +136,9 @@ def _process_table() -> Iterator[tuple[int, str, int | None, int | None]]:
                 uid = int(value.split()[0])
             elif key == "NSsid":
                 session = int(value.split()[0])
-        yield int(name), state, uid, session
+            elif key == "Threads":
+                threads = int(value)
+        yield int(name), state, uid, session, threads
 
 
 def kill_leftovers(*, uid: int | None, session: int, spare: int) -> int:
@@ -146,7 +148,7 @@ def kill_leftovers(*, uid: int | None, session: int, spare: int) -> int:
     for _ in range(100):
         found = [
             pid
-            for pid, state, owner, sid in _process_table()
+            for pid, state, owner, sid, _ in _process_table()
             if pid != spare
             and state not in ("Z", "X")
             and ((uid is not None and owner == uid) or sid == session)
@@ -164,7 +166,7 @@ def kill_leftovers(*, uid: int | None, session: int, spare: int) -> int:
 def _live(uid: int | None, session: int) -> bool:
     return any(
         state not in ("Z", "X") and ((uid is not None and owner == uid) or sid == session)
-        for _, state, owner, sid in _process_table()
+        for _, state, owner, sid, _ in _process_table()
     )
 
 
@@ -216,25 +218,11 @@ def _nproc_offset(beside: int = 0, room: int = 0) -> int:
     the same uid. Counting processes alone left correct programs that start a thread or a
     process failing with "process limit reached" wherever the user ran many threads."""
     me = os.getuid()
-    threads = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            status = Path("/proc", name, "status").read_text()
-        except OSError:
-            continue
-        uid = state = count = None
-        for line in status.splitlines():
-            key, _, value = line.partition(":")
-            if key == "State":
-                state = value.split()[0]
-            elif key == "Uid":
-                uid = int(value.split()[0])
-            elif key == "Threads":
-                count = int(value)
-        if uid == me and state not in ("Z", "X"):
-            threads += count or 1
+    threads = sum(
+        count
+        for _, state, uid, _, count in _process_table()
+        if uid == me and state not in ("Z", "X")
+    )
     return threads + beside * room
 
 
