@@ -349,8 +349,8 @@ def encoded_values(draw: st.DrawFn) -> Any:
 @given(
     encoded_values(),
     st.sampled_from(["world_state", "reason", "judge_meta", "error", "notes"]),
-    # a reference that is also a number is compared with numbers, which only the walk over
-    # every string does: the same values must come out masked either way
+    # a reference that is also a number gives the key numbers to compare where they stand:
+    # the same values must come out masked either way
     st.sampled_from([REFERENCE, [REFERENCE, "4217"]]),
 )
 def test_the_answer_key_is_masked_by_value_in_every_field_the_run_writes_about_an_episode(

@@ -22,13 +22,13 @@ from whileai_verifiers.codeexec import CodeExec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from codeexec_hacks import HACKS, REACHING_OTHER_PROCESSES, completion
 
-AS_ROOT = os.geteuid() == 0
-#: every hack, those that would reach the user's other processes skipped without root
+#: the hacks not run here: without root, those that would reach the user's other processes
+NOT_RUN_HERE = frozenset() if os.geteuid() == 0 else REACHING_OTHER_PROCESSES
 EVERY_HACK = [
     pytest.param(
         hack,
         marks=pytest.mark.skipif(
-            hack in REACHING_OTHER_PROCESSES and not AS_ROOT,
+            hack in NOT_RUN_HERE,
             reason="without root a run has no PID namespace or uid of its own: this hack would "
             "reach every process of the user running the tests",
         ),
@@ -273,7 +273,7 @@ def test_every_hack_fails_and_every_canonical_solution_passes_on_all_of_humaneva
     # and is still ten times what these problems' canonical solutions need.
     with CodeExec(timeout=1.0, workers=workers) as verifier:
         for hack in sorted(HACKS):
-            if hack in REACHING_OTHER_PROCESSES and not AS_ROOT:
+            if hack in NOT_RUN_HERE:
                 continue
             pairs = [
                 (completion(hack, p["entry_point"]), r)

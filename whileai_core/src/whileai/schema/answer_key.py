@@ -446,13 +446,11 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
     numbers: set[float] = set()
     for name in ("reference", "principle", "rubric"):
         for leaf in _leaves(held.get(name)):
-            if isinstance(leaf, int | float) and not isinstance(leaf, bool):
-                numbers.add(float(leaf))
             text = str(leaf).strip()
             if not text:
                 continue
             exact.add(text)
-            numbers.update(_numbers_written(text))
+            numbers.update(_numbers_of(leaf, text))
             if "\n" in text:
                 exact.update(
                     line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LINE
@@ -461,7 +459,7 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
         text = str(leaf).strip()
         if text:
             exact.add(text)
-            numbers.update(_numbers_written(text))
+            numbers.update(_numbers_of(leaf, text))
     for field in FACT_FIELDS:
         block = held.get(field)
         names = _field_names(block)
@@ -472,11 +470,16 @@ def _key_of(held: Mapping[str, Any], shown: str) -> AnswerKey:
             if text.lower() in shown:
                 continue
             exact.add(text)
-            if isinstance(leaf, int | float) and not isinstance(leaf, bool):
-                numbers.add(float(leaf))
-            else:
-                numbers.update(_numbers_written(text))
+            numbers.update(_numbers_of(leaf, text))
     return AnswerKey(tuple(sorted(exact, key=lambda v: (-len(v), v))), tuple(sorted(numbers)))
+
+
+def _numbers_of(leaf: Any, text: str) -> tuple[float, ...]:
+    """The numbers a value of the key stands for: itself when it is a number, else what its
+    text (``text``, stripped) reads as (:func:`_numbers_written`)."""
+    if isinstance(leaf, int | float) and not isinstance(leaf, bool):
+        return (float(leaf),)
+    return _numbers_written(text)
 
 
 #: How a reference writes one number: digits with an optional sign, point and exponent; digits
